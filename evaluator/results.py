@@ -1,0 +1,158 @@
+"""Verdicts as data (design §5-6): per-test results, per-operator results, statuses and flags.
+
+A kernel's failure is never an exception in the evaluator: it is a result with a status, an excerpt
+of the error and numbers with units. These dataclasses serialize 1:1 to `full_results.json`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    PASSED = "passed"  # every test that ran passed (and at least one ran)
+    FAILED = "failed"  # a test gave a wrong result
+    REJECTED = "rejected"  # the kernel cheated; evidence in flags
+    ERROR = "error"  # would not import, crashed, hung, exited
+    MISSING = "missing"  # no kernel for a selected operator
+    SKIPPED = "skipped"  # no test could run on this device; reason says why
+
+
+# Worst first: an operator's status is the worst of what its tests showed.
+STATUS_SEVERITY = [Status.REJECTED, Status.ERROR, Status.FAILED, Status.SKIPPED, Status.PASSED]
+
+
+class Flag:
+    """Flag names. A flag with evidence is `name:detail`, e.g. `aten_fallback:aten.add.Tensor`."""
+
+    # cheating -> rejected
+    ATEN_FALLBACK = "aten_fallback"
+    NO_TRITON_LAUNCH = "no_triton_launch"
+    INPUT_MUTATED = "input_mutated"
+    STALE_RESULT = "stale_result"
+    NONDETERMINISTIC = "nondeterministic"
+    HARNESS_TAMPERING = "harness_tampering"
+    SECRET_PROBE = "secret_probe"
+    # faults -> error
+    IMPORT_ERROR = "import_error"
+    MISSING_FUNCTION = "missing_function"
+    CRASHED = "crashed"  # killed by a signal (segfault, abort)
+    TIMEOUT = "timeout"
+    EXIT_CALLED = "exit_called"
+    CUDA_ERROR = "cuda_error"
+    EXCEPTION = "exception"
+    # wrong answers -> failed
+    WRONG_DTYPE = "wrong_dtype"
+    WRONG_SHAPE = "wrong_shape"
+    WRONG_VALUES = "wrong_values"
+    NAN_MISMATCH = "nan_mismatch"
+    # notes that do not change the status
+    SUSPICIOUS_SPEEDUP = "suspicious_speedup"
+    OVERHEAD_DOMINATED = "overhead_dominated"
+    INTERPRETER_BF16 = "interpreter_bf16"  # bf16 in Triton's CPU interpreter is unreliable
+    ROOFLINE_CLAMPED = "roofline_clamped"
+    SKIPPED_SIZE = "skipped_size"
+
+
+REJECT_FLAGS = {
+    Flag.ATEN_FALLBACK,
+    Flag.NO_TRITON_LAUNCH,
+    Flag.INPUT_MUTATED,
+    Flag.STALE_RESULT,
+    Flag.NONDETERMINISTIC,
+    Flag.HARNESS_TAMPERING,
+    Flag.SECRET_PROBE,
+}
+ERROR_FLAGS = {
+    Flag.IMPORT_ERROR,
+    Flag.MISSING_FUNCTION,
+    Flag.CRASHED,
+    Flag.TIMEOUT,
+    Flag.EXIT_CALLED,
+    Flag.CUDA_ERROR,
+    Flag.EXCEPTION,
+}
+
+
+def flag_name(flag: str) -> str:
+    return flag.split(":", 1)[0]
+
+
+@dataclass
+class TestResult:
+    """One serialized case, run with at least two seeded inputs and a repeat."""
+
+    args: str
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    error_type: str | None = None
+    error_msg: str | None = None
+    speedup: float | None = None
+    kernel_ms: float | None = None
+    eager_ms: float | None = None
+    flags: list[str] = field(default_factory=list)
+    skipped: bool = False
+    floor_ms: float | None = None  # memory-bandwidth floor for this case, when measured
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: _finite(v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class OperatorResult:
+    op: str
+    folder: str
+    status: Status
+    flags: list[str] = field(default_factory=list)
+    tests: int = 0  # tests that ran (skipped ones excluded)
+    passed: int = 0
+    skipped_tests: int = 0
+    geomean_speedup: float | None = None
+    kernel_file: str | None = None
+    reason: str = ""
+    results: list[TestResult] = field(default_factory=list)
+    wall_s: float | None = None
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.tests if self.tests else 0.0
+
+    def max_error(self, key: str) -> float | None:
+        values = [getattr(r, key) for r in self.results if getattr(r, key) is not None]
+        finite = [v for v in values if math.isfinite(v)]
+        if len(finite) != len(values):
+            return math.inf
+        return max(finite) if finite else None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = str(self.status)
+        data["results"] = [r.to_json() for r in self.results]
+        data["geomean_speedup"] = _finite(self.geomean_speedup)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OperatorResult:
+        data = dict(data)
+        data["status"] = Status(data["status"])
+        data["results"] = [TestResult(**r) for r in data.get("results", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no inf/nan: write them as strings so a reader sees what happened."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def geomean(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
