@@ -85,6 +85,8 @@ def flag_name(flag: str) -> str:
 class TestResult:
     """One serialized case, run with at least two seeded inputs and a repeat."""
 
+    __test__ = False  # not a pytest class
+
     args: str
     passed: bool
     max_abs_error: float | None = None

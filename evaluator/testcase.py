@@ -2,7 +2,8 @@
 
 A case is `((arg0, arg1, ...), {'kw': value})`; a tensor is `T([shape], dtype)` or
 `T([shape], dtype, [stride])` with dtype codes `f16 bf16 f32 f64 c32 c64 c128 i8 i16 i32 i64 u8 b8`.
-Other values are Python literals, `inf`/`nan`, `torch.<dtype|layout|memory_format>` and devices.
+Other values are Python literals, `inf`/`nan`, `torch.<dtype|layout|memory_format>`, devices and
+complex scalars (written `complex(re, im)`; `(1+2j)` is also read).
 Parsing yields plain data (`TensorSpec` placeholders); `evaluator.inputs` turns it into tensors.
 `serialize_case(parse_case(s)) == s` holds for every line we write ourselves.
 
@@ -126,11 +127,17 @@ def parse_case(text: str) -> TestCase:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise CaseSyntaxError(f"not a Python-literal expression ({exc.msg})") from None
+    except (ValueError, MemoryError, RecursionError):
+        # Null bytes, or nesting deep enough to exhaust the parser: hostile or corrupt input.
+        raise CaseSyntaxError("not a Python-literal expression (unparsable or nested too deeply)") from None
     node = tree.body
     if not (isinstance(node, ast.Tuple) and len(node.elts) == 2):
         raise CaseSyntaxError("expected a pair ((args...), {kwargs})")
-    args = _literal(node.elts[0])
-    kwargs = _literal(node.elts[1])
+    try:
+        args = _literal(node.elts[0])
+        kwargs = _literal(node.elts[1])
+    except RecursionError:
+        raise CaseSyntaxError("value nested too deeply") from None
     if not isinstance(args, tuple):
         raise CaseSyntaxError("the first element must be a tuple of positional arguments")
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
@@ -150,7 +157,16 @@ def _literal(node: ast.AST) -> Any:
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             raise CaseSyntaxError("dict unpacking (**) is not allowed")
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
+        keys = [_literal(k) for k in node.keys]  # type: ignore[arg-type]
+        if not all(isinstance(k, str | int | float | bool) for k in keys):
+            raise CaseSyntaxError("dict keys must be strings or numbers")
+        return dict(zip(keys, (_literal(v) for v in node.values), strict=True))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        # repr() of a complex scalar is `(1+2j)` / `(-0-1j)`: real part, sign, imaginary literal.
+        left, right = _literal(node.left), _literal(node.right)
+        if not (_is_real(left) and isinstance(right, complex) and right.real == 0):
+            raise CaseSyntaxError(f"unsupported syntax {ast.unparse(node)!r}")
+        return complex(left, right.imag if isinstance(node.op, ast.Add) else -right.imag)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         value = _literal(node.operand)
         if not isinstance(value, int | float | complex) or isinstance(value, bool):
@@ -173,7 +189,13 @@ def _literal(node: ast.AST) -> Any:
             return _tensor_spec(node)
         if node.func.id == "device":
             return _device(node)
+        if node.func.id == "complex":
+            return _complex(node)
     raise CaseSyntaxError(f"unsupported syntax {ast.unparse(node)!r}")
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _int_list(node: ast.AST, what: str) -> tuple[int, ...]:
@@ -198,6 +220,13 @@ def _tensor_spec(node: ast.Call) -> TensorSpec:
     if any(s < 0 for s in shape) or (stride is not None and any(s < 0 for s in stride)):
         raise CaseSyntaxError("T(...) shape and stride must be non-negative")
     return TensorSpec(shape=shape, dtype=DTYPE_CODES[code.id], stride=stride)
+
+
+def _complex(node: ast.Call) -> complex:
+    parts = [_literal(a) for a in node.args]
+    if node.keywords or len(parts) != 2 or not all(_is_real(p) for p in parts):
+        raise CaseSyntaxError("complex(...) takes two real numbers")
+    return complex(parts[0], parts[1])
 
 
 def _device(node: ast.Call) -> Device:
@@ -230,7 +259,11 @@ def serialize_value(value: Any) -> str:
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return repr(value)
-    if isinstance(value, int | str | complex):
+    if isinstance(value, complex):
+        # `complex(re, im)` rather than repr(): repr gives forms like `infj` or `-1j` that do not
+        # round-trip through the literal parser.
+        return f"complex({serialize_value(value.real)}, {serialize_value(value.imag)})"
+    if isinstance(value, int | str):
         return repr(value)
     if isinstance(value, torch.dtype | torch.layout | torch.memory_format):
         return str(value)
@@ -306,6 +339,9 @@ def parse_trace_text(text: str, origin: str = "<trace>") -> Trace:
             count = int(count_text.strip())
         except ValueError:
             errors.append(f"{origin}:{lineno}: count {count_text.strip()!r} is not an integer")
+            continue
+        if count < 0:
+            errors.append(f"{origin}:{lineno}: count {count} is negative")
             continue
         if not sep:
             errors.append(f"{origin}:{lineno}: missing the case after the count")

@@ -1,0 +1,180 @@
+"""Evaluate a kernel directory on a suite, or judge one candidate: the evaluator's public entry points.
+
+`evaluate()` selects operators (suites.py), finds each kernel (naming.py), judges it in the sandbox,
+and writes the three reports into a run folder. `judge_candidate()` is what the agent calls once per
+round. Both return data; a kernel's failure is a result, never an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+from evaluator.config import EvalConfig
+from evaluator.errors import UsageError
+from evaluator.naming import kernel_path, op_to_folder
+from evaluator.results import OperatorResult, Status
+from evaluator.sandbox import Sandbox
+from evaluator.testcase import TestCase
+
+log = logging.getLogger(__name__)
+
+_SANDBOXES: dict[tuple[str, str], Sandbox] = {}
+_SANDBOX_LOCK = threading.Lock()
+
+
+def resolve_device(device: str = "auto") -> str:
+    """`auto` -> `cuda` when a GPU is visible, else `cpu` (Triton's interpreter)."""
+    if device not in ("auto", "cuda", "cpu"):
+        raise UsageError(f"unknown device {device!r}: use auto, cuda or cpu.")
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError(
+            "--device cuda was asked for but no CUDA GPU is visible: use --device cpu or auto."
+        )
+    return device
+
+
+def shared_sandbox(config: EvalConfig, device: str) -> Sandbox:
+    """One sandbox (one fork server) per config and device, shared by all callers in a process."""
+    key = (config.model_dump_json(), device)
+    with _SANDBOX_LOCK:
+        box = _SANDBOXES.get(key)
+        if box is None:
+            box = _SANDBOXES[key] = Sandbox(config, device)
+        return box
+
+
+def close_sandboxes() -> None:
+    with _SANDBOX_LOCK:
+        for box in _SANDBOXES.values():
+            box.close()
+        _SANDBOXES.clear()
+
+
+def judge_candidate(
+    kernel_file: Path,
+    op: str,
+    cases: list[TestCase],
+    *,
+    config: EvalConfig,
+    device: str = "auto",
+    measure_performance: bool = False,
+    cancel: threading.Event | None = None,
+) -> OperatorResult:
+    """Judge one kernel file for one operator in a sandbox process."""
+    dev = resolve_device(device)
+    return shared_sandbox(config, dev).judge(
+        Path(kernel_file), op, cases, measure_performance=measure_performance, cancel=cancel
+    )
+
+
+def check_kernels_dir(kernels_dir: Path | str) -> Path:
+    path = Path(kernels_dir)
+    if not path.exists():
+        raise UsageError(
+            f"kernels dir '{path}' does not exist: pass an existing folder to --kernels-dir."
+        )
+    if not path.is_dir():
+        raise UsageError(f"kernels dir '{path}' is not a folder: pass a folder to --kernels-dir.")
+    if not any(p.is_dir() and "__" in p.name for p in path.iterdir()):
+        raise UsageError(
+            f"kernels dir '{path}' holds no kernel folders (expected e.g. add__Tensor/add__Tensor_implementation_v1.py)."
+        )
+    return path
+
+
+def evaluate(
+    kernels_dir: Path | str,
+    *,
+    suite: str | None = "torchbench",
+    ops: list[str] | None = None,
+    num_operators: int | None = None,
+    trace_file: Path | str | None = None,
+    config: EvalConfig | None = None,
+    device: str = "auto",
+    run_dir: Path | None = None,
+    log_dir: Path | str = "agent_logs",
+    progress: Callable[[OperatorResult], None] | None = None,
+    measure_performance: bool = True,
+    write: bool = True,
+):  # -> evaluator.report.Report
+    """Evaluate every selected operator's kernel in `kernels_dir` and write the reports."""
+    from evaluator.report import Report, write_reports
+    from evaluator.runfolder import create_run_dir, environment_info, write_json
+    from evaluator.suites import select_operators
+
+    config = config or EvalConfig()
+    kdir = check_kernels_dir(kernels_dir)
+    dev = resolve_device(device)
+    selection = select_operators(
+        suite,
+        ops=ops,
+        num_operators=num_operators,
+        trace_file=trace_file,
+        max_cases_per_op=config.max_cases_per_op,
+    )
+    if write and run_dir is None:
+        run_dir = create_run_dir(log_dir)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    run_info = {
+        "kind": "evaluate",
+        "kernels_dir": str(kdir.resolve()),
+        "suite": selection.suite,
+        "device": dev,
+        "environment": environment_info(dev),
+        "eval_config": config.model_dump(mode="json"),
+        "started": started,
+    }
+    box = shared_sandbox(config, dev)
+
+    def one(op: str, cases: list[TestCase]) -> OperatorResult:
+        path = kernel_path(kdir, op)
+        if not path.exists():
+            res = OperatorResult(
+                op=op, folder=op_to_folder(op), status=Status.MISSING, reason=f"no kernel at {path}"
+            )
+            res.tests = len(cases)
+        elif not cases:
+            res = OperatorResult(
+                op=op,
+                folder=op_to_folder(op),
+                status=Status.SKIPPED,
+                kernel_file=str(path),
+                reason="no test cases",
+            )
+        else:
+            res = box.judge(path, op, cases, measure_performance=measure_performance)
+        if progress is not None:
+            progress(res)
+        return res
+
+    with ThreadPoolExecutor(max_workers=config.sandbox.num_parallel) as pool:
+        futures = [pool.submit(one, oc.op, oc.cases) for oc in selection.ops]
+        results = [f.result() for f in futures]
+    run_info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    notes = list(selection.errors)
+    if dev == "cpu":
+        notes.append("CPU run: kernels ran in Triton's interpreter; performance is not measured.")
+    report = Report(
+        run=run_info,
+        operators=results,
+        excluded=list(selection.excluded),
+        suite=selection.suite,
+        device=dev,
+        notes=notes,
+        run_dir=run_dir,
+    )
+    if write and run_dir is not None:
+        write_json(Path(run_dir) / "run.json", run_info) if not (
+            Path(run_dir) / "run.json"
+        ).exists() else None
+        write_reports(Path(run_dir), report)
+    return report

@@ -1,0 +1,504 @@
+"""The sandbox child: judge one kernel file on a list of cases, writing results as it goes.
+
+Runs only inside a sandbox process (fork-server child or fresh interpreter), never in the process
+that decides. Order matters:
+1. install the launch counter, the harness snapshot and materialise every case; compute eager
+   references on pristine copies BEFORE the kernel module is imported (so nothing the kernel does at
+   import time can change the reference);
+2. import the kernel with `os.environ` watched for secret probes;
+3. per case: call the kernel on seed A, seed B, then seed A again, each on fresh copies, under the
+   ATen dispatch trace; check launches, compute ops, input mutation, harness identity, values,
+   staleness (B answered with A's result, or A's buffer overwritten by B) and determinism;
+4. on a GPU, time passing operators against eager (evaluator.timing).
+Each event is one JSON line appended to the results file and flushed, so a crash or a kill loses
+only the test in progress. Usage: python -m evaluator.harness SPEC.json
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evaluator import checks
+from evaluator.config import EvalConfig
+from evaluator.guards import AtenTrace, HarnessSnapshot, LaunchCounter, SecretWatch
+from evaluator.inputs import materialize
+from evaluator.naming import kernel_function_name, normalize_op
+from evaluator.results import Flag, TestResult
+from evaluator.testcase import TestCase, parse_case
+
+_CUDA_ERROR_MARKERS = (
+    "CUDA error",
+    "cudaError",
+    "illegal memory access",
+    "CUBLAS_STATUS",
+    "device-side assert",
+)
+_MAX_MSG = 600
+
+
+class ResultWriter:
+    """Append-only JSON lines; each write is one `os.write` on an O_APPEND descriptor."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, event: dict[str, Any]) -> None:
+        os.write(self.fd, (json.dumps(event, default=str) + "\n").encode())
+
+
+def aten_overload(op: str) -> Any:
+    base, overload = normalize_op(op).split(".", 1)
+    return getattr(getattr(torch.ops.aten, base), overload)
+
+
+def mutable_positions(packet: Any) -> tuple[set[int], set[str]]:
+    """Positions and names of arguments the overload writes to (in-place self, out=)."""
+    positions: set[int] = set()
+    names: set[str] = set()
+    for i, arg in enumerate(packet._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            names.add(arg.name)
+            if not arg.kwarg_only:
+                positions.add(i)
+    return positions, names
+
+
+def clone_tree(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        # Keep strides: a strided input must reach the kernel strided.
+        out = torch.empty_strided(
+            value.size(), value.stride(), dtype=value.dtype, device=value.device
+        )
+        out.copy_(value)
+        return out
+    if isinstance(value, list):
+        return [clone_tree(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(clone_tree(v) for v in value)
+    if isinstance(value, dict):
+        return {k: clone_tree(v) for k, v in value.items()}
+    return value
+
+
+def _tensors(value: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        return [(prefix, value)]
+    if isinstance(value, list | tuple):
+        out: list[tuple[str, torch.Tensor]] = []
+        for i, v in enumerate(value):
+            out += _tensors(v, f"{prefix}[{i}]")
+        return out
+    return []
+
+
+def _poison(value: Any) -> None:
+    """Fill caller-provided output buffers so unwritten elements show."""
+    for _, t in _tensors(value, ""):
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(math.nan)
+        elif t.dtype == torch.bool:
+            t.fill_(True)
+        else:
+            t.fill_(torch.iinfo(t.dtype).max)
+
+
+def _poison_allocator(ref_out: Any, device: str) -> None:
+    """On CUDA the caching allocator hands a just-freed block to the next same-sized request:
+    fill such blocks with 0xFF (NaN for floats) so a kernel that leaves outputs unwritten shows."""
+    if device != "cuda":
+        return
+    for _, t in _tensors(ref_out if isinstance(ref_out, list | tuple) else [ref_out], "out"):
+        nbytes = t.numel() * t.element_size()
+        if nbytes:
+            block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            block.fill_(255)
+            del block
+
+
+@dataclass
+class Seeded:
+    seed: int
+    args: tuple
+    kwargs: dict
+    ref_args: tuple  # reference inputs after eager ran (mutated ones show the expected state)
+    ref_kwargs: dict
+    ref_out: Any
+
+
+@dataclass
+class Prepared:
+    case: TestCase
+    runs: list[Seeded] = field(default_factory=list)
+    skip_reason: str | None = None
+    skip_flag: str | None = None
+
+
+def _is_cuda_error(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(m in text for m in _CUDA_ERROR_MARKERS) or type(exc).__name__ == "AcceleratorError"
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{exc}".strip().splitlines()
+    first = text[0] if text else ""
+    return first[:_MAX_MSG]
+
+
+class Judge:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.cfg = EvalConfig.model_validate(spec["config"])
+        self.op = normalize_op(spec["op"])
+        self.device: str = spec["device"]
+        self.packet = aten_overload(self.op)
+        self.mut_pos, self.mut_names = mutable_positions(self.packet)
+        self.out = ResultWriter(spec["results_path"])
+        self.launches = LaunchCounter()
+        self.launches.install()
+        self.harness = HarnessSnapshot(
+            extra={name: (owner_cls, "run") for name, owner_cls in self._launch_owners().items()}
+            | {
+                "evaluator.checks.compare": (checks, "compare"),
+                "evaluator.checks._equal": (checks, "_equal"),
+                "torch.utils._python_dispatch.TorchDispatchMode.__enter__": (
+                    torch.utils._python_dispatch.TorchDispatchMode,
+                    "__enter__",
+                ),
+            }
+        )
+        self.secrets = SecretWatch()
+        self.sync = torch.cuda.synchronize if self.device == "cuda" else (lambda: None)
+
+    def _launch_owners(self) -> dict[str, type]:
+        from triton.runtime.jit import JITFunction
+
+        owners: dict[str, type] = {"triton.JITFunction.run": JITFunction}
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            owners["triton.InterpretedFunction.run"] = InterpretedFunction
+        except ImportError:  # pragma: no cover
+            pass
+        return owners
+
+    # ------------------------------------------------------------ preparation
+
+    def prepare(self, cases: list[TestCase]) -> list[Prepared]:
+        prepared = []
+        base_seed = self.cfg.correctness.seed
+        for i, case in enumerate(cases):
+            item = Prepared(case)
+            if self.device == "cpu" and case.total_numel() > self.cfg.cpu.max_case_numel:
+                item.skip_reason = (
+                    f"skipped on the CPU: {case.total_numel()} elements > eval.cpu.max_case_numel "
+                    f"= {self.cfg.cpu.max_case_numel} (run on a GPU to test it)"
+                )
+                item.skip_flag = Flag.SKIPPED_SIZE
+                prepared.append(item)
+                continue
+            try:
+                for k in range(self.cfg.correctness.num_seeds):
+                    seed = base_seed + 7919 * i + 104729 * k
+                    args, kwargs = materialize(self.op, case, self.device, seed)
+                    ref_args, ref_kwargs = clone_tree(args), clone_tree(kwargs)
+                    ref_out = self.packet(*ref_args, **ref_kwargs)
+                    item.runs.append(Seeded(seed, args, kwargs, ref_args, ref_kwargs, ref_out))
+                self.sync()
+            except Exception as exc:  # the case cannot run eagerly here: not the kernel's fault
+                if self.device == "cuda" and _is_cuda_error(exc):
+                    raise
+                item.runs = []
+                item.skip_reason = (
+                    f"eager reference failed on {self.device}: {type(exc).__name__}: {_short(exc)}"
+                )
+            prepared.append(item)
+        return prepared
+
+    # ------------------------------------------------------------ kernel import
+
+    def load_kernel(self) -> Any | None:
+        path = Path(self.spec["kernel_file"])
+        fn_name = kernel_function_name(self.op)
+        self.secrets.install()
+        try:
+            module_name = f"atenforge_candidate_{path.stem}"
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        except SystemExit as exc:
+            self.out.write(
+                {
+                    "event": "load_error",
+                    "flag": Flag.EXIT_CALLED,
+                    "error_type": "SystemExit",
+                    "error_msg": f"sys.exit({exc.code}) at import",
+                }
+            )
+            return None
+        except BaseException as exc:  # noqa: BLE001 - any import failure is the kernel's verdict
+            tb = traceback.format_exception_only(type(exc), exc)
+            self.out.write(
+                {
+                    "event": "load_error",
+                    "flag": Flag.IMPORT_ERROR,
+                    "error_type": type(exc).__name__,
+                    "error_msg": "".join(tb).strip()[-_MAX_MSG:],
+                }
+            )
+            return None
+        fn = getattr(module, fn_name, None)
+        if not callable(fn):
+            found = sorted(n for n in vars(module) if n.endswith("_kernel_impl"))
+            hint = f"; it defines {', '.join(found)}" if found else ""
+            self.out.write(
+                {
+                    "event": "load_error",
+                    "flag": Flag.MISSING_FUNCTION,
+                    "error_type": "MissingFunction",
+                    "error_msg": f"{path.name} does not define {fn_name}{hint}",
+                }
+            )
+            return None
+        return fn
+
+    def op_flags(self) -> list[str]:
+        flags = [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
+        flags += [f"{Flag.SECRET_PROBE}:{name}" for name in self.secrets.probes]
+        return flags
+
+    # ------------------------------------------------------------ one test
+
+    def call(self, fn: Any, run: Seeded) -> tuple[Any, list[str], str | None, str | None, Any]:
+        """Call the kernel once on fresh copies. Returns (out, flags, error_type, error_msg, inputs)."""
+        args, kwargs = clone_tree(run.args), clone_tree(run.kwargs)
+        for name in self.mut_names:
+            if name in kwargs and name != "self":
+                _poison(kwargs[name])
+        _poison_allocator(run.ref_out, self.device)
+        trace = AtenTrace(self.launches)
+        before = self.launches.launches
+        flags: list[str] = []
+        out = None
+        err_type = err_msg = None
+        try:
+            with trace:
+                out = fn(*args, **kwargs)
+            self.sync()
+        except SystemExit as exc:
+            flags.append(Flag.EXIT_CALLED)
+            err_type, err_msg = "SystemExit", f"the kernel called sys.exit({exc.code})"
+        except BaseException as exc:  # noqa: BLE001
+            err_type, err_msg = type(exc).__name__, _short(exc)
+            flags.append(Flag.CUDA_ERROR if _is_cuda_error(exc) else Flag.EXCEPTION)
+        flags += [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
+        if err_type is None:
+            if self.launches.launches == before:
+                flags.append(Flag.NO_TRITON_LAUNCH)
+            flags += [f"{Flag.ATEN_FALLBACK}:{name}" for name in trace.compute_ops(self.op)]
+        return out, flags, err_type, err_msg, (args, kwargs)
+
+    def mutation_flags(self, run: Seeded, inputs: tuple[tuple, dict]) -> list[str]:
+        args, kwargs = inputs
+        flags = []
+        for i, (a, p) in enumerate(zip(args, run.args, strict=False)):
+            if i in self.mut_pos:
+                continue
+            for (where, t), (_, pt) in zip(_tensors(a, f"arg{i}"), _tensors(p, ""), strict=False):
+                if not checks.bitwise_equal(t, pt):
+                    flags.append(f"{Flag.INPUT_MUTATED}:{where}")
+        for name, value in kwargs.items():
+            if name in self.mut_names:
+                continue
+            for (where, t), (_, pt) in zip(
+                _tensors(value, name), _tensors(run.kwargs.get(name), ""), strict=False
+            ):
+                if not checks.bitwise_equal(t, pt):
+                    flags.append(f"{Flag.INPUT_MUTATED}:{where}")
+        return flags
+
+    def check_result(self, out: Any, run: Seeded, inputs: tuple[tuple, dict]) -> checks.Comparison:
+        cmp = checks.compare(out, run.ref_out, self.cfg.correctness)
+        args, kwargs = inputs
+        for i in sorted(self.mut_pos):
+            if i < len(args):
+                cmp = cmp.merge(
+                    checks.compare(
+                        args[i], run.ref_args[i], self.cfg.correctness, f"mutated arg{i}"
+                    )
+                )
+        for name in sorted(self.mut_names):
+            if name in kwargs:
+                cmp = cmp.merge(
+                    checks.compare(
+                        kwargs[name], run.ref_kwargs[name], self.cfg.correctness, f"out {name}"
+                    )
+                )
+        return cmp
+
+    def run_test(self, fn: Any, item: Prepared) -> TestResult:
+        args_text = item.case.serialize()
+        result = TestResult(args=args_text, passed=False)
+        schedule = list(range(len(item.runs))) + [0]  # seeds A, B, ..., then A again
+        kept: list[tuple[Any, Any]] = []  # (output, bitwise snapshot) of earlier calls, kept alive
+        first_ok: bool | None = None
+        messages: list[str] = []
+        for step, k in enumerate(schedule):
+            run = item.runs[k]
+            out, flags, err_type, err_msg, inputs = self.call(fn, run)
+            for f in flags:
+                if f not in result.flags:
+                    result.flags.append(f)
+            if err_type is not None:
+                result.error_type, result.error_msg = (
+                    err_type,
+                    f"call {step + 1} (seed {run.seed}): {err_msg}",
+                )
+                return result
+            for f in self.mutation_flags(run, inputs):
+                if f not in result.flags:
+                    result.flags.append(f)
+            cmp = self.check_result(out, run, inputs)
+            _update_errors(result, cmp)
+            repeat = step == len(schedule) - 1
+            if not cmp.ok:
+                for f in cmp.flags:
+                    if f not in result.flags and not repeat:
+                        result.flags.append(f)
+                if (
+                    step > 0
+                    and not repeat
+                    and checks.compare(out, item.runs[0].ref_out, self.cfg.correctness).ok
+                ):
+                    result.flags.append(Flag.STALE_RESULT)
+                    messages.append(
+                        f"call {step + 1} (seed {run.seed}) returned the answer for seed {item.runs[0].seed}: a cached result"
+                    )
+                elif repeat and first_ok:
+                    result.flags.append(Flag.NONDETERMINISTIC)
+                    messages.append(
+                        f"call {step + 1} repeats call 1 on the same input but disagrees with eager ({cmp.message}) while call 1 agreed"
+                    )
+                else:
+                    messages.append(f"call {step + 1} (seed {run.seed}): {cmp.message}")
+            if step == 0:
+                first_ok = cmp.ok
+            for prev_out, prev_bits in kept:
+                if (
+                    not checks.bitwise_equal(prev_out, prev_bits)
+                    and Flag.STALE_RESULT not in result.flags
+                ):
+                    result.flags.append(Flag.STALE_RESULT)
+                    messages.append(
+                        f"call {step + 1} overwrote the result of an earlier call: the kernel reuses its output buffer"
+                    )
+            kept.append((out, checks.snapshot(out)))
+        result.passed = not messages and not _has_reject_or_error(result.flags)
+        if messages:
+            result.error_type = (
+                "WrongResult" if not _has_reject_or_error(result.flags) else "Rejected"
+            )
+            result.error_msg = "; ".join(messages)[:_MAX_MSG]
+        elif not result.passed:
+            result.error_type = "Rejected"
+            result.error_msg = "flags: " + ", ".join(result.flags)
+        if not result.passed and self.device == "cpu" and _has_bf16(item.case):
+            result.flags.append(Flag.INTERPRETER_BF16)
+        return result
+
+    # ------------------------------------------------------------ the whole job
+
+    def run(self) -> None:
+        cases = [parse_case(text) for text in self.spec["cases"]]
+        for i, text in enumerate(self.spec["cases"]):
+            cases[i].count = 0
+            cases[i].source = text
+        prepared = self.prepare(cases)
+        self.out.write({"event": "prepared", "n": len(prepared)})
+        fn = self.load_kernel()
+        if fn is None:
+            self.out.write({"event": "done"})
+            return
+        flags = self.op_flags()
+        self.out.write({"event": "loaded", "flags": flags})
+        results: list[TestResult] = []
+        broken = False
+        for i, item in enumerate(prepared):
+            self.out.write(
+                {"event": "test_start", "index": i, "phase": "correctness", "t": time.time()}
+            )
+            if broken:
+                res = TestResult(
+                    args=item.case.serialize(),
+                    passed=False,
+                    error_type="NotRun",
+                    error_msg="not run: the CUDA context was lost earlier in this sandbox",
+                )
+            elif item.skip_reason is not None:
+                res = TestResult(
+                    args=item.case.serialize(),
+                    passed=False,
+                    skipped=True,
+                    error_type="Skipped",
+                    error_msg=item.skip_reason,
+                    flags=[item.skip_flag] if item.skip_flag else [],
+                )
+            else:
+                res = self.run_test(fn, item)
+                broken = Flag.CUDA_ERROR in res.flags
+            results.append(res)
+            self.out.write({"event": "test_result", "index": i, "result": res.to_json()})
+        if (
+            self.device == "cuda"
+            and self.spec.get("measure_performance")
+            and not broken
+            and all(r.passed or r.skipped for r in results)
+        ):
+            from evaluator.timing import time_tests
+
+            for i, timing in time_tests(self, fn, prepared):
+                self.out.write({"event": "timing", "index": i, **timing})
+            post = self.op_flags()
+            if post:
+                self.out.write({"event": "loaded", "flags": post})
+        self.out.write({"event": "done"})
+
+
+def _update_errors(result: TestResult, cmp: checks.Comparison) -> None:
+    for key in ("max_abs_error", "max_rel_error"):
+        new = getattr(cmp, key)
+        old = getattr(result, key)
+        if new is not None and (old is None or new > old):
+            setattr(result, key, new)
+
+
+def _has_reject_or_error(flags: list[str]) -> bool:
+    from evaluator.results import ERROR_FLAGS, REJECT_FLAGS, flag_name
+
+    return any(flag_name(f) in REJECT_FLAGS | ERROR_FLAGS for f in flags)
+
+
+def _has_bf16(case: TestCase) -> bool:
+    return any(s.dtype == torch.bfloat16 for s in case.tensor_specs())
+
+
+def run_job(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    Judge(spec).run()
+
+
+if __name__ == "__main__":
+    run_job(sys.argv[1])

@@ -1,0 +1,533 @@
+"""Run untrusted kernels in separate processes and turn what happened into an OperatorResult.
+
+What the isolation covers:
+- every candidate runs in its own process (a child forked from a pre-imported server, or a fresh
+  interpreter), in its own process group, in a scratch working directory, with an environment
+  stripped of secrets (any name containing KEY, TOKEN, SECRET, PASSWORD or starting with OPENAI_ /
+  ANTHROPIC_); the deciding process never imports generated code;
+- a segfault, a hang (the whole process group is killed at the per-test or per-operator limit),
+  `sys.exit`/`os._exit`, an exception at import or a lost CUDA context ends only that candidate's
+  run; tests already finished keep their results (the child writes one JSON line per event);
+- the fork server never initialises CUDA; each child creates its own context.
+What it does NOT cover: it is not a security boundary against a malicious process. The child runs
+as the same user, can read files that user can read, can use the network if the machine has one,
+and could write forged result lines; resource use (memory, disk, GPU memory) is not capped beyond
+the time limits. Run atenforge in a container or VM when the model producing kernels is not trusted
+with your account.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty, Queue
+from typing import Any
+
+from evaluator.config import EvalConfig
+from evaluator.guards import is_secret_name
+from evaluator.naming import op_to_folder
+from evaluator.results import (
+    ERROR_FLAGS,
+    REJECT_FLAGS,
+    Flag,
+    OperatorResult,
+    Status,
+    TestResult,
+    flag_name,
+    geomean,
+)
+from evaluator.testcase import TestCase
+
+log = logging.getLogger(__name__)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_POLL_S = 0.005
+
+
+def clean_env(device: str, cache_dir: Path) -> dict[str, str]:
+    """The sandbox's environment: the caller's minus secrets, plus what Triton needs."""
+    env = {k: v for k, v in os.environ.items() if not is_secret_name(k)}
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    env["TRITON_CACHE_DIR"] = str(cache_dir)
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class JobState:
+    """What the parent has read of a child's results file so far."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    offset: int = 0
+    current_test: int | None = None
+    test_started_at: float | None = None
+    prepared_at: float | None = None
+    loaded_at: float | None = None
+    done: bool = False
+
+    def read(self, path: Path) -> None:
+        try:
+            with path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        if not data:
+            return
+        complete, _, _ = data.rpartition(b"\n")
+        if not complete and not data.endswith(b"\n"):
+            return
+        self.offset += len(complete) + 1
+        now = time.monotonic()
+        for line in complete.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            self.events.append(event)
+            kind = event.get("event")
+            if kind == "prepared":
+                self.prepared_at = now
+            elif kind in ("loaded", "load_error"):
+                self.loaded_at = self.loaded_at or now
+            elif kind == "test_start":
+                self.current_test = event["index"]
+                self.test_started_at = now
+            elif kind == "test_result":
+                self.current_test = None
+                self.test_started_at = now
+            elif kind == "done":
+                self.done = True
+
+
+class _ForkServer:
+    """Client side of `evaluator.sandbox_server`; thread-safe; restarted if it dies."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "evaluator.sandbox_server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(cwd / "fork_server.stderr.txt", "ab"),  # noqa: SIM115
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self.lock = threading.Lock()
+        self.queues: dict[str, Queue[dict[str, Any]]] = {}
+        self.ready = threading.Event()
+        self.reader = threading.Thread(target=self._read, name="fork-server-reader", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if msg.get("event") == "ready":
+                self.ready.set()
+                continue
+            queue = self.queues.get(msg.get("id", ""))
+            if queue is not None:
+                queue.put(msg)
+        self.ready.set()
+        for queue in list(self.queues.values()):
+            queue.put({"event": "server_gone"})
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def submit(self, job_id: str, spec: Path, job_dir: Path) -> Queue[dict[str, Any]]:
+        queue: Queue[dict[str, Any]] = Queue()
+        self.queues[job_id] = queue
+        msg = json.dumps({"cmd": "run", "id": job_id, "spec": str(spec), "job_dir": str(job_dir)})
+        with self.lock:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((msg + "\n").encode())
+            self.proc.stdin.flush()
+        return queue
+
+    def close(self) -> None:
+        try:
+            with self.lock:
+                if self.proc.stdin is not None and not self.proc.stdin.closed:
+                    self.proc.stdin.write(b'{"cmd": "shutdown"}\n')
+                    self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            self.proc.kill()
+
+
+class Sandbox:
+    """Judges candidates in isolated processes; one instance serves many threads."""
+
+    def __init__(self, config: EvalConfig, device: str, scratch_root: Path | None = None) -> None:
+        self.config = config
+        self.device = device
+        self._own_scratch = scratch_root is None
+        self.scratch = Path(scratch_root or tempfile.mkdtemp(prefix="atenforge_sandbox_"))
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.env = clean_env(device, self.scratch / "triton_cache")
+        self._slots = threading.BoundedSemaphore(config.sandbox.num_parallel)
+        self._server: _ForkServer | None = None
+        self._server_lock = threading.Lock()
+
+    # ------------------------------------------------------------ process control
+
+    def _fork_server(self) -> _ForkServer:
+        with self._server_lock:
+            if self._server is None or not self._server.alive():
+                self._server = _ForkServer(self.env, self.scratch)
+                if not self._server.ready.wait(timeout=120):
+                    raise RuntimeError("the sandbox fork server did not start within 120 s")
+                if not self._server.alive():
+                    raise RuntimeError(
+                        f"the sandbox fork server exited; see {self.scratch / 'fork_server.stderr.txt'}"
+                    )
+            return self._server
+
+    def close(self) -> None:
+        with self._server_lock:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+        if self._own_scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ judging
+
+    def judge(
+        self,
+        kernel_file: Path,
+        op: str,
+        cases: list[TestCase],
+        *,
+        measure_performance: bool = False,
+        cancel: threading.Event | None = None,
+        keep_job_dir: bool = False,
+    ) -> OperatorResult:
+        folder = op_to_folder(op)
+        job_id = uuid.uuid4().hex[:12]
+        job_dir = self.scratch / f"job_{folder}_{job_id}"
+        job_dir.mkdir(parents=True)
+        local_kernel = job_dir / Path(kernel_file).name
+        shutil.copyfile(kernel_file, local_kernel)
+        results_path = job_dir / "results.jsonl"
+        spec = {
+            "op": op,
+            "kernel_file": str(local_kernel),
+            "cases": [c.serialize() for c in cases],
+            "device": self.device,
+            "config": self.config.model_dump(mode="json"),
+            "measure_performance": measure_performance and self.device == "cuda",
+            "results_path": str(results_path),
+        }
+        spec_path = job_dir / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        started = time.monotonic()
+        with self._slots:
+            outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
+        result = assemble(op, str(kernel_file), cases, outcome)
+        result.wall_s = time.monotonic() - started
+        if not keep_job_dir:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        return result
+
+    def _run(
+        self,
+        job_id: str,
+        spec: Path,
+        job_dir: Path,
+        results: Path,
+        n_cases: int,
+        cancel: threading.Event | None,
+    ) -> Outcome:
+        cfg = self.config.sandbox
+        state = JobState()
+        outcome = Outcome(state=state)
+        proc: subprocess.Popen[bytes] | None = None
+        queue: Queue[dict[str, Any]] | None = None
+        if cfg.mode == "fork":
+            queue = self._fork_server().submit(job_id, spec, job_dir)
+            msg = queue.get(timeout=60)
+            if msg.get("event") != "started":
+                outcome.infra_error = (
+                    "the sandbox fork server stopped before starting the candidate"
+                )
+                return outcome
+            pid = msg["pid"]
+        else:
+            with (
+                open(job_dir / "stdout.txt", "ab") as out,
+                open(job_dir / "stderr.txt", "ab") as err,
+            ):
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "evaluator.harness", str(spec)],
+                    cwd=job_dir,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            pid = proc.pid
+        begin = time.monotonic()
+        while True:
+            code = self._exit_code(proc, queue)
+            state.read(results)
+            if code is not None:
+                state.read(results)
+                outcome.exit_code = code
+                break
+            now = time.monotonic()
+            why = None
+            if cancel is not None and cancel.is_set():
+                why = "cancelled"
+            elif now - begin > cfg.operator_timeout_s:
+                why = f"operator time limit {cfg.operator_timeout_s:g} s (eval.sandbox.operator_timeout_s)"
+            elif (
+                state.current_test is not None
+                and state.test_started_at
+                and now - state.test_started_at > cfg.test_timeout_s
+            ):
+                why = f"test time limit {cfg.test_timeout_s:g} s (eval.sandbox.test_timeout_s)"
+            elif (
+                state.prepared_at
+                and not state.loaded_at
+                and now - state.prepared_at > cfg.test_timeout_s
+            ):
+                why = f"import of the kernel took over {cfg.test_timeout_s:g} s (eval.sandbox.test_timeout_s)"
+            if why is not None:
+                _kill_group(pid)
+                outcome.killed = why
+                outcome.exit_code = self._wait_exit(proc, queue)
+                state.read(results)
+                break
+            time.sleep(_POLL_S)
+        outcome.stderr_tail = _tail(job_dir / "stderr.txt")
+        return outcome
+
+    def _exit_code(
+        self, proc: subprocess.Popen[bytes] | None, queue: Queue[dict[str, Any]] | None
+    ) -> int | None:
+        if proc is not None:
+            return proc.poll()
+        assert queue is not None
+        try:
+            msg = queue.get_nowait()
+        except Empty:
+            return None
+        if msg.get("event") == "server_gone":
+            return -int(signal.SIGKILL)
+        return int(msg["code"]) if msg.get("event") == "exit" else None
+
+    def _wait_exit(
+        self, proc: subprocess.Popen[bytes] | None, queue: Queue[dict[str, Any]] | None
+    ) -> int | None:
+        if proc is not None:
+            try:
+                return proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                return None
+        assert queue is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                msg = queue.get(timeout=0.5)
+            except Empty:
+                continue
+            if msg.get("event") == "exit":
+                return int(msg["code"])
+            if msg.get("event") == "server_gone":
+                return None
+        return None
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _tail(path: Path, limit: int = 1500) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    return data[-limit:].decode(errors="replace").strip()
+
+
+@dataclass
+class Outcome:
+    state: JobState
+    exit_code: int | None = None
+    killed: str | None = None
+    infra_error: str | None = None
+    stderr_tail: str = ""
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome) -> OperatorResult:
+    """Turn a child's events and exit into a verdict. Every case appears in the results."""
+    result = OperatorResult(
+        op=op, folder=op_to_folder(op), status=Status.ERROR, kernel_file=kernel_file
+    )
+    state = outcome.state
+    tests: dict[int, TestResult] = {}
+    op_flags: list[str] = []
+    load_error: dict[str, Any] | None = None
+    for event in state.events:
+        kind = event.get("event")
+        if kind == "load_error":
+            load_error = event
+        elif kind == "loaded":
+            op_flags += [f for f in event.get("flags", []) if f not in op_flags]
+        elif kind == "test_result":
+            tests[event["index"]] = TestResult(**event["result"])
+        elif kind == "timing" and event["index"] in tests:
+            t = tests[event["index"]]
+            if "error" in event:
+                t.error_msg = f"timing failed: {event['error']}"
+                continue
+            t.eager_ms, t.kernel_ms, t.speedup, t.floor_ms = (
+                event["eager_ms"],
+                event["kernel_ms"],
+                event["speedup"],
+                event["floor_ms"],
+            )
+            t.flags += [f for f in event.get("flags", []) if f not in t.flags]
+
+    def _fault() -> tuple[str, str]:
+        if outcome.killed:
+            if outcome.killed == "cancelled":
+                return "cancelled", "cancelled: another candidate won or the run stopped"
+            return Flag.TIMEOUT, f"killed: {outcome.killed}"
+        code = outcome.exit_code
+        if code is None:
+            return Flag.CRASHED, "the sandbox process could not be reaped"
+        if code < 0:
+            return (
+                f"{Flag.CRASHED}:{_signal_name(code)}",
+                f"the process died of {_signal_name(code)}",
+            )
+        if code == 70:
+            return Flag.CRASHED, f"the harness failed: {outcome.stderr_tail[-400:]}"
+        return f"{Flag.EXIT_CALLED}:{code}", f"the process exited with code {code} before finishing"
+
+    if outcome.infra_error:
+        result.reason = outcome.infra_error
+        result.flags = [Flag.CRASHED]
+        return result
+    if load_error is not None:
+        result.flags = [load_error["flag"]] + op_flags
+        result.reason = f"{load_error['error_type']}: {load_error['error_msg']}"
+        result.status = (
+            Status.REJECTED if any(flag_name(f) in REJECT_FLAGS for f in op_flags) else Status.ERROR
+        )
+        return result
+    fault = None if state.done else _fault()
+    if fault is not None and state.loaded_at is None:
+        result.flags = [fault[0]] + op_flags
+        where = "while importing the kernel" if state.events else "while preparing the tests"
+        result.reason = f"{fault[1]} {where}"
+        result.status = (
+            Status.REJECTED if any(flag_name(f) in REJECT_FLAGS for f in op_flags) else Status.ERROR
+        )
+        return result
+    for i, case in enumerate(cases):
+        if i in tests:
+            continue
+        if fault is not None and i == state.current_test:
+            tests[i] = TestResult(
+                args=case.serialize(),
+                passed=False,
+                error_type="Fault",
+                error_msg=fault[1],
+                flags=[fault[0]],
+            )
+        else:
+            tests[i] = TestResult(
+                args=case.serialize(),
+                passed=False,
+                error_type="NotRun",
+                error_msg="not run: the sandbox ended before this test",
+            )
+    ordered = [tests[i] for i in range(len(cases))]
+    result.results = ordered
+    ran = [t for t in ordered if not t.skipped]
+    result.tests = len(ran)
+    result.skipped_tests = len(ordered) - len(ran)
+    result.passed = sum(1 for t in ran if t.passed)
+    flags = list(op_flags)
+    for t in ordered:
+        flags += [f for f in t.flags if f not in flags and flag_name(f) != Flag.SKIPPED_SIZE]
+    if fault is not None and fault[0] not in flags:
+        flags.append(fault[0])
+    result.flags = flags
+    names = {flag_name(f) for f in flags}
+    first_bad = next((t for t in ran if not t.passed), None)
+    if names & REJECT_FLAGS:
+        result.status = Status.REJECTED
+        bad = [f for f in flags if flag_name(f) in REJECT_FLAGS]
+        result.reason = f"rejected: {', '.join(bad)}" + (
+            f"; {first_bad.error_msg}" if first_bad and first_bad.error_msg else ""
+        )
+    elif names & ERROR_FLAGS or (fault is not None and fault[0] != "cancelled"):
+        result.status = Status.ERROR
+        result.reason = (first_bad.error_msg if first_bad and first_bad.error_msg else "") or (
+            fault[1] if fault else ""
+        )
+        if first_bad and first_bad.error_type and first_bad.error_type not in ("Fault", "NotRun"):
+            result.reason = f"{first_bad.error_type}: {result.reason}"
+    elif fault is not None:
+        result.status = Status.ERROR
+        result.reason = fault[1]
+    elif not ran:
+        result.status = Status.SKIPPED
+        result.reason = ordered[0].error_msg if ordered else "no test cases"
+    elif first_bad is None:
+        result.status = Status.PASSED
+        speeds = [t.speedup for t in ran if t.speedup is not None]
+        result.geomean_speedup = geomean(speeds) if speeds and len(speeds) == len(ran) else None
+        result.reason = ""
+    else:
+        result.status = Status.FAILED
+        result.reason = f"{result.tests - result.passed} of {result.tests} tests failed; first: {first_bad.args}: {first_bad.error_msg}"
+    if result.status is not Status.PASSED and Flag.INTERPRETER_BF16 in names:
+        result.reason += " (bf16 cases in Triton's CPU interpreter are unreliable: verify on a GPU)"
+    return result

@@ -1,0 +1,119 @@
+"""GPU timing of a passing kernel against eager ATen (design §5), run inside the sandbox child.
+
+Per case: fresh inputs (a seed the correctness pass did not use), warm-up of both, then
+repetitions that interleave eager and kernel, each preceded by an L2 flush (a write of
+`flush_l2_mib`), each timed with CUDA events; the median of each side is kept. The kernel time is
+clamped at the memory-bandwidth floor (bytes that must move / measured HBM bandwidth): a time below
+it is physically impossible and means the measurement (or the kernel) is lying. Never on the CPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from evaluator.inputs import materialize
+from evaluator.results import Flag
+
+if TYPE_CHECKING:
+    from evaluator.harness import Judge, Prepared
+
+_Event = torch.cuda.Event
+_sync = torch.cuda.synchronize
+_perf = time.perf_counter
+
+
+def _bytes_moved(args: Any, out: Any) -> int:
+    total = 0
+    for value in (args, out):
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, torch.Tensor):
+                total += v.numel() * v.element_size()
+            elif isinstance(v, list | tuple):
+                stack.extend(v)
+            elif isinstance(v, dict):
+                stack.extend(v.values())
+    return total
+
+
+def _time_pair(
+    fn_a: Any, fn_b: Any, flush: torch.Tensor, reps: int, budget_s: float
+) -> tuple[list[float], list[float]]:
+    times_a: list[float] = []
+    times_b: list[float] = []
+    start_wall = _perf()
+    for _ in range(reps):
+        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
+            flush.zero_()
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        if _perf() - start_wall > budget_s and len(times_a) >= 3:
+            break
+    return times_a, times_b
+
+
+def time_tests(
+    judge: Judge, fn: Any, prepared: list[Prepared]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    cfg = judge.cfg.timing
+    if not cfg.measure:
+        return
+    flush = torch.empty(cfg.flush_l2_mib * (1 << 20) // 4, dtype=torch.int32, device="cuda")
+    for i, item in enumerate(prepared):
+        if item.skip_reason is not None or not item.runs:
+            continue
+        args, kwargs = materialize(judge.op, item.case, "cuda", item.runs[0].seed + 1_000_003)
+        eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+        def eager(a: Any = eager_args, kw: Any = kwargs) -> Any:
+            return judge.packet(*a, **kw)
+
+        def kernel(a: Any = args, kw: Any = kwargs) -> Any:
+            return fn(*a, **kw)
+
+        try:
+            out = eager()
+            for _ in range(cfg.num_warmup):
+                eager()
+                kernel()
+            _sync()
+            eager_ms, kernel_ms = _time_pair(
+                eager, kernel, flush, cfg.num_reps, cfg.max_time_per_case_s
+            )
+        except Exception as exc:  # noqa: BLE001 - timing failure is data
+            yield i, {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        e_med = statistics.median(eager_ms)
+        k_med = statistics.median(kernel_ms)
+        floor_ms = _bytes_moved(args, out) / (cfg.hbm_bandwidth_gbps * 1e9) * 1e3
+        flags: list[str] = []
+        k_used = k_med
+        if k_med < floor_ms:
+            k_used = floor_ms
+            flags.append(Flag.ROOFLINE_CLAMPED)
+        speedup = e_med / k_used if k_used > 0 else None
+        if speedup is not None and speedup > cfg.suspicious_speedup:
+            flags.append(Flag.SUSPICIOUS_SPEEDUP)
+        if k_med < 1.3 * cfg.empty_launch_ms:
+            flags.append(Flag.OVERHEAD_DOMINATED)
+        yield (
+            i,
+            {
+                "eager_ms": e_med,
+                "kernel_ms": k_used,
+                "kernel_ms_measured": k_med,
+                "floor_ms": floor_ms,
+                "speedup": speedup,
+                "flags": flags,
+            },
+        )
