@@ -1,0 +1,127 @@
+"""The sandbox: isolation, timeouts, fault accounting, secret stripping, and per-candidate cost."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.config import EvalConfig
+from evaluator.results import Flag, Status, flag_name
+from evaluator.sandbox import Sandbox, clean_env
+from evaluator.testcase import parse_case
+
+RELU = textwrap.dedent(
+    '''
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+    def relu__default_kernel_impl(x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        _relu[(triton.cdiv(n, 256),)](x, y, n, BLOCK=256)
+        return y
+    '''
+)
+
+CASES = [parse_case("((T([37, 19], f32),), {})"), parse_case("((T([300], f32),), {})")]
+
+
+def _write(tmp_path: Path, body: str, name: str = "relu__default_implementation_v1.py") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory):
+    cfg = EvalConfig()
+    cfg.sandbox.test_timeout_s = 8
+    cfg.sandbox.operator_timeout_s = 60
+    box = Sandbox(cfg, "cpu", scratch_root=tmp_path_factory.mktemp("sandbox"))
+    yield box
+    box.close()
+
+
+def test_honest_kernel_passes_in_fork_sandbox(sandbox: Sandbox, tmp_path: Path) -> None:
+    res = sandbox.judge(_write(tmp_path, RELU), "relu.default", CASES)
+    assert res.status is Status.PASSED, res.reason
+    assert res.tests == 2 and res.passed == 2
+    assert res.geomean_speedup is None  # never a number on the CPU
+
+
+def test_hang_is_killed_and_finished_tests_keep_results(sandbox: Sandbox, tmp_path: Path) -> None:
+    body = RELU.replace("    x = x.contiguous()\n", "    x = x.contiguous()\n    if x.numel() == 300:\n        while True:\n            pass\n")
+    start = time.monotonic()
+    res = sandbox.judge(_write(tmp_path, body), "relu.default", CASES)
+    assert time.monotonic() - start < 30
+    assert res.status is Status.ERROR
+    assert Flag.TIMEOUT in res.flags
+    assert res.results[0].passed and not res.results[1].passed
+
+
+def test_segfault_costs_only_its_own_verdict(sandbox: Sandbox, tmp_path: Path) -> None:
+    body = RELU.replace("    x = x.contiguous()\n", "    import ctypes\n    ctypes.string_at(0)\n")
+    res = sandbox.judge(_write(tmp_path, body), "relu.default", CASES)
+    assert res.status is Status.ERROR
+    assert any(flag_name(f) == Flag.CRASHED for f in res.flags), res.flags
+    again = sandbox.judge(_write(tmp_path, RELU, "ok.py"), "relu.default", CASES)
+    assert again.status is Status.PASSED
+
+
+def test_os_exit_in_call_is_exit_called(sandbox: Sandbox, tmp_path: Path) -> None:
+    body = RELU.replace("    x = x.contiguous()\n", "    import os\n    os._exit(0)\n")
+    res = sandbox.judge(_write(tmp_path, body), "relu.default", CASES)
+    assert res.status is Status.ERROR
+    assert any(flag_name(f) == Flag.EXIT_CALLED for f in res.flags), res.flags
+
+
+def test_secrets_are_stripped_from_sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("MY_DB_PASSWORD", "hunter2")
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    env = clean_env("cpu", tmp_path)
+    assert "OPENAI_API_KEY" not in env and "MY_DB_PASSWORD" not in env and "HF_TOKEN" not in env
+    assert env["TRITON_INTERPRET"] == "1"
+
+
+def test_cancel_kills_candidate_promptly(sandbox: Sandbox, tmp_path: Path) -> None:
+    body = RELU.replace("    x = x.contiguous()\n", "    import time\n    time.sleep(1000)\n")
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    start = time.monotonic()
+    res = sandbox.judge(_write(tmp_path, body), "relu.default", CASES, cancel=cancel)
+    assert time.monotonic() - start < 6
+    assert res.status is Status.ERROR and "cancelled" in res.reason
+
+
+def test_fresh_mode_gives_same_verdict(tmp_path: Path) -> None:
+    cfg = EvalConfig()
+    cfg.sandbox.mode = "fresh"
+    with Sandbox(cfg, "cpu", scratch_root=tmp_path / "s") as box:
+        res = box.judge(_write(tmp_path, RELU), "relu.default", CASES)
+    assert res.status is Status.PASSED, res.reason
+
+
+def test_no_leftover_processes_after_close(tmp_path: Path) -> None:
+    cfg = EvalConfig()
+    box = Sandbox(cfg, "cpu", scratch_root=tmp_path / "s")
+    box.judge(_write(tmp_path, RELU), "relu.default", CASES[:1])
+    server = box._server
+    assert server is not None
+    box.close()
+    assert server.proc.poll() is not None
+    assert os.path.exists(tmp_path / "s")
