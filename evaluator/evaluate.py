@@ -84,7 +84,7 @@ def check_kernels_dir(kernels_dir: Path | str) -> Path:
         )
     if not path.is_dir():
         raise UsageError(f"kernels dir '{path}' is not a folder: pass a folder to --kernels-dir.")
-    if not any(p.is_dir() and "__" in p.name for p in path.iterdir()):
+    if not any(p.is_dir() and "__" in p.name.strip("_") for p in path.iterdir()):
         raise UsageError(
             f"kernels dir '{path}' holds no kernel folders (expected e.g. add__Tensor/add__Tensor_implementation_v1.py)."
         )

@@ -91,6 +91,8 @@ ALLOWED_BASES = frozenset(
         "copy_",
         "clone",
         "contiguous",
+        "promote_types",
+        "result_type",
         "to",
         "record_stream",
     }

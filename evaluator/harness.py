@@ -305,6 +305,7 @@ class Judge:
             err_type, err_msg = type(exc).__name__, _short(exc)
             flags.append(Flag.CUDA_ERROR if _is_cuda_error(exc) else Flag.EXCEPTION)
         flags += [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
+        flags += [f"{Flag.SECRET_PROBE}:{name}" for name in self.secrets.probes]
         if err_type is None:
             if self.launches.launches == before:
                 flags.append(Flag.NO_TRITON_LAUNCH)

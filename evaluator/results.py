@@ -103,6 +103,11 @@ class TestResult:
     def to_json(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TestResult:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: _number(v) for k, v in data.items() if k in known})
+
 
 @dataclass
 class OperatorResult:
@@ -141,7 +146,8 @@ class OperatorResult:
     def from_json(cls, data: dict[str, Any]) -> OperatorResult:
         data = dict(data)
         data["status"] = Status(data["status"])
-        data["results"] = [TestResult(**r) for r in data.get("results", [])]
+        data["results"] = [TestResult.from_json(r) for r in data.get("results", [])]
+        data["geomean_speedup"] = _number(data.get("geomean_speedup"))
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -150,6 +156,13 @@ def _finite(value: Any) -> Any:
     """JSON has no inf/nan: write them as strings so a reader sees what happened."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    return value
+
+
+def _number(value: Any) -> Any:
+    """Inverse of `_finite` for the strings it writes."""
+    if value in ("inf", "-inf", "nan"):
+        return float(value)
     return value
 
 

@@ -418,7 +418,7 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
         elif kind == "loaded":
             op_flags += [f for f in event.get("flags", []) if f not in op_flags]
         elif kind == "test_result":
-            tests[event["index"]] = TestResult(**event["result"])
+            tests[event["index"]] = TestResult.from_json(event["result"])
         elif kind == "timing" and event["index"] in tests:
             t = tests[event["index"]]
             if "error" in event:

@@ -1,0 +1,64 @@
+"""One evaluation over the whole kernel corpus: honest kernels pass, each cheat and fault gets its
+status and flag, and every operator is accounted for (tests/fixtures/kernels/README.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES
+
+from evaluator.config import EvalConfig
+from evaluator.evaluate import evaluate
+from evaluator.results import Status, flag_name
+
+CORPUS = FIXTURES / "kernels" / "corpus"
+EXPECTED = json.loads((CORPUS / "EXPECTED.json").read_text())
+# Unwritten outputs show as wrong values or as NaNs depending on what the memory held.
+_EITHER = {"wrong_values": {"wrong_values", "nan_mismatch"}}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch):
+    # A key in the evaluator's environment must never reach a kernel.
+    monkeypatch_module.setenv("OPENAI_API_KEY", "sk-corpus-secret-value")
+    cfg = EvalConfig()
+    cfg.sandbox.test_timeout_s = 20
+    run_dir = tmp_path_factory.mktemp("run")
+    return evaluate(CORPUS, trace_file=FIXTURES / "corpus_trace.txt", config=cfg, device="cpu", run_dir=run_dir)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_every_operator_is_accounted_for(report) -> None:
+    assert sorted(r.op for r in report.operators) == sorted(EXPECTED)
+    assert report.scores["num_operators"] == len(EXPECTED)
+
+
+@pytest.mark.parametrize("op", sorted(EXPECTED))
+def test_corpus_kernel_gets_expected_status_and_flag(report, op: str) -> None:
+    result = next(r for r in report.operators if r.op == op)
+    expected = EXPECTED[op]
+    assert result.status == Status(expected["status"]), f"{op}: {result.status} {result.flags} {result.reason}"
+    if expected["flag"]:
+        allowed = _EITHER.get(expected["flag"], {expected["flag"]})
+        assert {flag_name(f) for f in result.flags} & allowed, f"{op}: flags {result.flags}"
+
+
+def test_secret_value_never_appears_in_results(report) -> None:
+    text = (report.run_dir / "full_results.json").read_text()
+    assert "sk-corpus-secret-value" not in text
+
+
+def test_reports_are_written(report) -> None:
+    for name in ("OVERALL_SUMMARY.md", "operator_summary.csv", "full_results.json"):
+        assert (report.run_dir / name).exists()
+    data = json.loads((report.run_dir / "full_results.json").read_text())
+    assert data["schema_version"] == 1
+    assert data["scores"]["performance_score"] is None  # CPU: not measured, never a number
+    assert 0 < data["scores"]["correctness_score"] < 1
