@@ -1,0 +1,122 @@
+"""The `anthropic` provider: the Messages API through the official SDK (design §7).
+
+Contract: `AnthropicProvider(cfg, api_key=..., base_url=..., model=..., prices=...)` implements
+`Provider`. The registry reads `ANTHROPIC_API_KEY`, and `ANTHROPIC_BASE_URL` when set (a proxy, or
+the local server of the tests). System messages go in the separate `system` field; the rest of the
+conversation alternates user/assistant as the API requires. Retries are ours (`retry.py`), the
+SDK's are off. Token usage comes from the response (cache reads and writes count as input).
+
+`max_tokens` is always sent (the API requires it). `temperature` is sent only when set and only
+when the installed SDK's `messages.create` still takes it: recent SDKs dropped sampling settings.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anthropic
+
+from agent.config import Price, ProviderConfig
+from agent.providers.base import Completion, Message, OperatorContext
+from agent.providers.retry import Failure, call_with_retries, classify_sdk_error
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+def _sdk_takes_temperature() -> bool:
+    from anthropic.resources.messages import Messages
+
+    return "temperature" in inspect.signature(Messages.create).parameters
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        cfg: ProviderConfig,
+        *,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        prices: Mapping[str, Price] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.model = model
+        self.prices = dict(prices or {})
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self._secret = api_key  # kept only to scrub it out of error text
+        self._client = anthropic.Anthropic(
+            api_key=api_key, base_url=self.base_url, timeout=cfg.timeout_s, max_retries=0
+        )
+        self._takes_temperature = _sdk_takes_temperature()
+        if cfg.temperature is not None and not self._takes_temperature:
+            log.warning(
+                "anthropic: this SDK's messages API takes no temperature; ignoring temperature"
+            )
+
+    def request_args(self, messages: list[Message]) -> dict[str, Any]:
+        """The keyword arguments of `messages.create` for this conversation."""
+        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        args: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.cfg.max_output_tokens,
+            "messages": [
+                {"role": m.role, "content": m.content} for m in messages if m.role != "system"
+            ],
+        }
+        if system:
+            args["system"] = system
+        if self.cfg.temperature is not None and self._takes_temperature:
+            args["temperature"] = self.cfg.temperature
+        return args
+
+    def complete(self, messages: list[Message], context: OperatorContext) -> Completion:
+        args = self.request_args(messages)
+        start = time.monotonic()
+        response, attempts = call_with_retries(
+            lambda: self._client.messages.create(**args),
+            self.cfg,
+            self._classify,
+            api="anthropic",
+        )
+        latency_s = time.monotonic() - start
+        text = "".join(
+            block.text for block in response.content if getattr(block, "type", None) == "text"
+        )
+        usage = response.usage
+        input_tokens = (
+            (usage.input_tokens or 0)
+            + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+            + (getattr(usage, "cache_read_input_tokens", None) or 0)
+        )
+        return Completion(
+            text=text,
+            model=response.model or self.model,
+            input_tokens=input_tokens,
+            output_tokens=usage.output_tokens or 0,
+            latency_s=latency_s,
+            attempts=attempts,
+            raw={
+                "id": response.id,
+                "stop_reason": response.stop_reason,
+                "usage": usage.model_dump(mode="json", exclude_none=True),
+            },
+        )
+
+    def _classify(self, exc: BaseException) -> Failure | None:
+        failure = classify_sdk_error(
+            exc,
+            anthropic,
+            anthropic.AnthropicError,
+            api="anthropic",
+            timeout_s=self.cfg.timeout_s,
+            base_url=self.base_url,
+        )
+        return failure.scrubbed(self._secret) if failure else None

@@ -1,0 +1,98 @@
+"""Per-candidate verdict latency of the sandbox (issue 2): what one judge_candidate call costs.
+
+Judges the same honest kernel N times on ~10 torchbench-sized cases (fresh sandbox child each time,
+as the agent does for every round) and reports median and p90 wall time per verdict, for the fork
+server and for a fresh interpreter per candidate. The first call (server start, Triton compile) is
+reported separately.
+
+    python benchmarks/sandbox_cost.py --device auto --num-candidates 20 --out cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from evaluator.config import EvalConfig
+from evaluator.evaluate import resolve_device
+from evaluator.sandbox import Sandbox
+from evaluator.testcase import parse_case
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL = ROOT / "tests/fixtures/kernels/corpus/add__Tensor/add__Tensor_implementation_v1.py"
+# Ten add.Tensor cases of the sizes BERT-base / ResNet-50 layers use (f16/f32, broadcasting).
+GPU_CASES = [
+    "((T([8, 512, 768], f16), T([8, 512, 768], f16)), {})",
+    "((T([8, 512, 3072], f16), T([3072], f16)), {})",
+    "((T([32, 256, 56, 56], f16), T([32, 256, 56, 56], f16)), {})",
+    "((T([8, 12, 512, 512], f16), T([8, 1, 1, 512], f16)), {})",
+    "((T([1, 512, 768], f32), T([1, 512, 768], f32)), {})",
+    "((T([4096], f32), T([4096], f32)), {})",
+    "((T([8, 512, 768], bf16), T([8, 512, 768], bf16)), {})",
+    "((T([32, 2048, 7, 7], f16), T([32, 2048, 7, 7], f16)), {})",
+    "((T([128, 1000], f32), T([1000], f32)), {})",
+    "((T([2, 1024, 1024], f16), T([2, 1024, 1024], f16)), {})",
+]
+CPU_CASES = [
+    "((T([64, 768], f32), T([64, 768], f32)), {})",
+    "((T([16, 3072], f32), T([3072], f32)), {})",
+    "((T([4, 16, 28, 28], f16), T([4, 16, 28, 28], f16)), {})",
+    "((T([2, 4, 64, 64], f32), T([2, 1, 1, 64], f32)), {})",
+    "((T([1, 128, 768], f32), T([1, 128, 768], f32)), {})",
+    "((T([4096], f32), T([4096], f32)), {})",
+    "((T([8, 1000], f32), T([1000], f32)), {})",
+    "((T([37, 129], f32), T([37, 129], f32)), {})",
+    "((T([128, 128], f16), T([128, 128], f16)), {})",
+    "((T([1000], f32), T([1000], f32)), {})",
+]
+
+
+def measure(mode: str, device: str, n: int) -> dict:
+    cfg = EvalConfig()
+    cfg.sandbox.mode = mode  # type: ignore[assignment]
+    cfg.sandbox.num_parallel = 1
+    cases = [parse_case(c) for c in (GPU_CASES if device == "cuda" else CPU_CASES)]
+    times = []
+    with Sandbox(cfg, device) as box:
+        t0 = time.perf_counter()
+        first = box.judge(KERNEL, "add.Tensor", cases)
+        first_s = time.perf_counter() - t0
+        assert first.status.value == "passed", first.reason
+        for _ in range(n):
+            t0 = time.perf_counter()
+            res = box.judge(KERNEL, "add.Tensor", cases)
+            times.append(time.perf_counter() - t0)
+            assert res.status.value == "passed", res.reason
+    times.sort()
+    return {
+        "mode": mode,
+        "device": device,
+        "num_cases": len(cases),
+        "num_candidates": n,
+        "first_s": round(first_s, 3),
+        "median_s": round(statistics.median(times), 3),
+        "p90_s": round(times[int(0.9 * (len(times) - 1))], 3),
+        "min_s": round(times[0], 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--num-candidates", type=int, default=20)
+    ap.add_argument("--modes", default="fork,fresh")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    device = resolve_device(args.device)
+    rows = [measure(mode, device, args.num_candidates) for mode in args.modes.split(",")]
+    for row in rows:
+        print(json.dumps(row))
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
