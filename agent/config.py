@@ -33,32 +33,56 @@ class Price(_Model):
 class ProviderConfig(_Model):
     name: ProviderName = Field("auto", description="which provider writes kernels")
     model: str | None = Field(None, description="model name; None = the provider's default")
-    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature; None = the API's default")
-    max_output_tokens: int = Field(8192, ge=256, le=200_000, description="cap on tokens per completion")
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="sampling temperature; None = the API's default"
+    )
+    max_output_tokens: int = Field(
+        8192, ge=256, le=200_000, description="cap on tokens per completion"
+    )
     timeout_s: float = Field(300.0, gt=0, description="per-request timeout")
-    num_retries: int = Field(4, ge=0, le=10, description="retries on rate limits, timeouts and 5xx (never on 4xx)")
+    num_retries: int = Field(
+        4, ge=0, le=10, description="retries on rate limits, timeouts and 5xx (never on 4xx)"
+    )
     retry_min_wait_s: float = Field(1.0, ge=0, description="first backoff wait")
     retry_max_wait_s: float = Field(30.0, ge=0, description="longest backoff wait")
-    replay_dir: str | None = Field(None, description="replay provider: the recorded run folder to answer from")
-    prices: dict[str, Price] = Field(default_factory=dict, description="price table per model for cost estimates")
+    replay_dir: str | None = Field(
+        None, description="replay provider: the recorded run folder to answer from"
+    )
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="price table per model for cost estimates"
+    )
 
 
 class AgentConfig(_Model):
-    num_workers: int = Field(4, ge=1, le=64, description="workers per operator, each its own conversation")
+    num_workers: int = Field(
+        4, ge=1, le=64, description="workers per operator, each its own conversation"
+    )
     max_rounds: int = Field(5, ge=1, le=100, description="generate/test rounds per worker")
     parallel_ops: int = Field(2, ge=1, le=64, description="operators in flight at once")
-    max_cost_usd: float | None = Field(None, ge=0, description="stop new calls once the estimated cost reaches this")
-    max_tokens: int | None = Field(None, ge=0, description="stop new calls once input+output tokens reach this")
-    templates_dir: str | None = Field(None, description="your own prompt templates; None = the shipped prompts/")
-    feedback_max_chars: int = Field(4000, ge=200, description="budget for evaluator feedback in a refine prompt")
+    max_cost_usd: float | None = Field(
+        None, ge=0, description="stop new calls once the estimated cost reaches this"
+    )
+    max_tokens: int | None = Field(
+        None, ge=0, description="stop new calls once input+output tokens reach this"
+    )
+    templates_dir: str | None = Field(
+        None, description="your own prompt templates; None = the shipped prompts/"
+    )
+    feedback_max_chars: int = Field(
+        4000, ge=200, description="budget for evaluator feedback in a refine prompt"
+    )
     num_prompt_cases: int = Field(6, ge=1, le=50, description="test cases shown in a prompt")
 
 
 class SuiteConfig(_Model):
     suite: str = Field("torchbench", description="smoke, torchbench or opinfo")
-    ops: list[str] | None = Field(None, description="exact overloads (add.Tensor) or base names (add)")
+    ops: list[str] | None = Field(
+        None, description="exact overloads (add.Tensor) or base names (add)"
+    )
     num_operators: int | None = Field(None, ge=1, description="take the N most used operators")
-    trace_file: str | None = Field(None, description="a BackendBench-format trace file instead of a suite")
+    trace_file: str | None = Field(
+        None, description="a BackendBench-format trace file instead of a suite"
+    )
 
 
 class RunConfig(_Model):
@@ -68,7 +92,9 @@ class RunConfig(_Model):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     kernels_dir: str = Field("generated_kernels", description="where kept kernels go")
     log_dir: str = Field("agent_logs", description="where run folders go")
-    device: Literal["auto", "cuda", "cpu"] = Field("auto", description="where candidates are tested")
+    device: Literal["auto", "cuda", "cpu"] = Field(
+        "auto", description="where candidates are tested"
+    )
     seed: int = Field(0, description="seed for inputs and sampling where the API takes one")
 
 
@@ -87,12 +113,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
-        raise UsageError(f"config file '{path}' does not exist: pass an existing TOML file to --config.") from None
+        raise UsageError(
+            f"config file '{path}' does not exist: pass an existing TOML file to --config."
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config file '{path}' is not valid TOML: {exc}.") from None
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+def load_config(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> RunConfig:
     """`configs/default.toml`, then the user's file, then flag overrides (nested dict)."""
     data: dict[str, Any] = {}
     default = CONFIG_DIR / "default.toml"
@@ -107,4 +137,6 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"config key '{where}': {err['msg']} (fix it in the TOML file or the flag that sets it).") from None
+        raise UsageError(
+            f"config key '{where}': {err['msg']} (fix it in the TOML file or the flag that sets it)."
+        ) from None

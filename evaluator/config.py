@@ -40,7 +40,9 @@ class CorrectnessConfig(_Model):
     strict: dict[str, Tolerance] = Field(
         default_factory=_strict, description="per-dtype tolerances of the strict profile"
     )
-    num_seeds: int = Field(2, ge=2, le=8, description="distinct seeded inputs per case (>= 2 catches stale results)")
+    num_seeds: int = Field(
+        2, ge=2, le=8, description="distinct seeded inputs per case (>= 2 catches stale results)"
+    )
     seed: int = Field(0, description="base seed for input materialisation")
 
     def tolerance(self, dtype_code: str) -> Tolerance | None:
@@ -55,12 +57,28 @@ class CorrectnessConfig(_Model):
 class TimingConfig(_Model):
     measure: bool = Field(True, description="time kernels vs eager on a GPU (never on the CPU)")
     num_warmup: int = Field(5, ge=0, le=1000, description="untimed calls before timing")
-    num_reps: int = Field(50, ge=3, le=10000, description="timed repetitions per case (median reported)")
-    max_time_per_case_s: float = Field(2.0, gt=0, description="stop repeating a case after this much time")
-    flush_l2_mib: int = Field(256, ge=0, description="bytes written between reps to flush L2 (H200 L2 = 60 MB)")
-    hbm_bandwidth_gbps: float = Field(4260.0, gt=0, description="measured HBM bandwidth used for the roofline floor (H200: 4.26 TB/s)")
-    empty_launch_ms: float = Field(0.0013, gt=0, description="time of an empty launch; kernels within 1.3x of it are overhead_dominated")
-    suspicious_speedup: float = Field(10.0, gt=1, description="speedups above this are flagged suspicious_speedup")
+    num_reps: int = Field(
+        50, ge=3, le=10000, description="timed repetitions per case (median reported)"
+    )
+    max_time_per_case_s: float = Field(
+        2.0, gt=0, description="stop repeating a case after this much time"
+    )
+    flush_l2_mib: int = Field(
+        256, ge=0, description="bytes written between reps to flush L2 (H200 L2 = 60 MB)"
+    )
+    hbm_bandwidth_gbps: float = Field(
+        4260.0,
+        gt=0,
+        description="measured HBM bandwidth used for the roofline floor (H200: 4.26 TB/s)",
+    )
+    empty_launch_ms: float = Field(
+        0.0013,
+        gt=0,
+        description="time of an empty launch; kernels within 1.3x of it are overhead_dominated",
+    )
+    suspicious_speedup: float = Field(
+        10.0, gt=1, description="speedups above this are flagged suspicious_speedup"
+    )
 
 
 class SandboxConfig(_Model):
@@ -68,8 +86,12 @@ class SandboxConfig(_Model):
         "fork",
         description="fork: a pre-imported server forks one child per candidate; fresh: a new python per candidate",
     )
-    test_timeout_s: float = Field(60.0, gt=0, description="one test (all its calls) may take at most this long")
-    operator_timeout_s: float = Field(600.0, gt=0, description="one operator's whole run may take at most this long")
+    test_timeout_s: float = Field(
+        60.0, gt=0, description="one test (all its calls) may take at most this long"
+    )
+    operator_timeout_s: float = Field(
+        600.0, gt=0, description="one operator's whole run may take at most this long"
+    )
     num_parallel: int = Field(2, ge=1, le=64, description="sandboxes running at once")
 
 
@@ -86,4 +108,9 @@ class EvalConfig(_Model):
     timing: TimingConfig = Field(default_factory=TimingConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     cpu: CpuLimits = Field(default_factory=CpuLimits)
-    max_cases_per_op: int = Field(10, ge=1, le=10000, description="cap of test cases per operator (most frequent and largest first)")
+    max_cases_per_op: int = Field(
+        10,
+        ge=1,
+        le=10000,
+        description="cap of test cases per operator (most frequent and largest first)",
+    )

@@ -129,7 +129,9 @@ def parse_case(text: str) -> TestCase:
         raise CaseSyntaxError(f"not a Python-literal expression ({exc.msg})") from None
     except (ValueError, MemoryError, RecursionError):
         # Null bytes, or nesting deep enough to exhaust the parser: hostile or corrupt input.
-        raise CaseSyntaxError("not a Python-literal expression (unparsable or nested too deeply)") from None
+        raise CaseSyntaxError(
+            "not a Python-literal expression (unparsable or nested too deeply)"
+        ) from None
     node = tree.body
     if not (isinstance(node, ast.Tuple) and len(node.elts) == 2):
         raise CaseSyntaxError("expected a pair ((args...), {kwargs})")

@@ -20,19 +20,38 @@ Contract:
   counted in `unserializable` under its op name and otherwise dropped.
 - Recording is thread-safe: the autograd engine may run backward on another thread, with the
   mode stack propagated to it.
+
+`TraceTable` merges the recordings of many models and `write_trace` writes them out: the trace
+file (operators by number of models, then count; cases by count, descending) and its JSON
+sidecar (COMMON.md: per operator its models and count; per case count, models, dtype, bytes).
+A case whose text does not round-trip through `evaluator.testcase` is dropped and counted.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from evaluator.naming import base_name, normalize_op
-from evaluator.testcase import serialize_case, spec_of_tensor
+from evaluator.testcase import (
+    CODE_OF_DTYPE,
+    CaseSyntaxError,
+    TestCase,
+    format_trace,
+    parse_case,
+    serialize_case,
+    spec_of_tensor,
+)
+
+SIDECAR_SCHEMA_VERSION = 1
 
 # Base names of ATen ops that only read or relabel metadata: no data moves, no kernel to write.
 METADATA_OPS: frozenset[str] = frozenset(
@@ -147,3 +166,177 @@ class Recorder(TorchDispatchMode):
                 with self._lock:
                     self.calls[(op, text)] += 1
         return func(*args, **kwargs)
+
+
+_BOOL_REDUCTIONS = {"all": True, "any": False}
+
+
+class HostScalars(TorchDispatchMode):
+    """Answer `.item()` on fake tensors where the answer is safe to assume; for fake runs only.
+
+    Fake tensors have no values, so `bool(x.isfinite().all())` or `if mask.any():` would end a
+    fake run. Outputs of `all` are assumed True and of `any` False (finite activations, no
+    padding) - what a real run with random weights and unpadded inputs gives. Any other read of
+    a value still raises, and the caller falls back to a real run.
+
+    With `any_value=True` (model construction only: weight values are never used) every read
+    answers 0 / False, which ends the rejection loops of initializers such as `trunc_normal_`.
+    """
+
+    def __init__(self, *, any_value: bool = False) -> None:
+        super().__init__()
+        self.any_value = any_value
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default:
+            tensor = args[0]
+            hint = getattr(tensor, "_atenforge_host_value", None)
+            if hint is not None:
+                return hint
+            if self.any_value and _is_fake(tensor):
+                return _zero_of(tensor.dtype)
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if getattr(func, "namespace", None) == "aten":
+            value = _BOOL_REDUCTIONS.get(base_name(normalize_op(func.name())))
+            if value is not None and isinstance(out, torch.Tensor) and _is_fake(out):
+                out._atenforge_host_value = value
+        return out
+
+
+def _is_fake(tensor: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor)
+
+
+def _zero_of(dtype: torch.dtype) -> bool | int | float:
+    if dtype == torch.bool:
+        return False
+    if dtype.is_floating_point or dtype.is_complex:
+        return 0.0
+    return 0
+
+
+# ---------------------------------------------------------------- recordings -> trace file
+
+
+@dataclass
+class CaseStats:
+    count: int = 0
+    models: set[str] = field(default_factory=set)
+
+
+class TraceTable:
+    """Cases per operator over many models, with counts and the models each case came from."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, dict[str, CaseStats]] = {}
+        self.models: list[str] = []
+        self.dropped: Counter[str] = Counter()  # op -> cases that do not round-trip
+        self._checked: dict[str, bool] = {}
+
+    def add(self, model: str, calls: Counter[tuple[str, str]]) -> None:
+        if model not in self.models:
+            self.models.append(model)
+        for (op, text), count in calls.items():
+            if not self._round_trips(text):
+                self.dropped[op] += count
+                continue
+            stats = self.ops.setdefault(op, {}).setdefault(text, CaseStats())
+            stats.count += count
+            stats.models.add(model)
+
+    def _round_trips(self, text: str) -> bool:
+        ok = self._checked.get(text)
+        if ok is None:
+            try:
+                ok = parse_case(text).serialize() == text
+            except CaseSyntaxError:
+                ok = False
+            self._checked[text] = ok
+        return ok
+
+    def op_models(self, op: str) -> set[str]:
+        return set().union(*(s.models for s in self.ops[op].values()))
+
+    def op_count(self, op: str) -> int:
+        return sum(s.count for s in self.ops[op].values())
+
+    def ranked(self) -> list[tuple[str, list[tuple[TestCase, CaseStats]]]]:
+        """Operators by number of models, then count; cases by count, models, then bytes."""
+        ranked_ops = sorted(
+            self.ops, key=lambda op: (-len(self.op_models(op)), -self.op_count(op), op)
+        )
+        out = []
+        for op in ranked_ops:
+            cases = []
+            for text, stats in self.ops[op].items():
+                case = parse_case(text)
+                case.count = stats.count
+                cases.append((case, stats))
+            cases.sort(
+                key=lambda cs: (
+                    -cs[1].count,
+                    -len(cs[1].models),
+                    -cs[0].total_bytes(),
+                    cs[0].serialize(),
+                )
+            )
+            out.append((op, cases))
+        return out
+
+    @property
+    def num_cases(self) -> int:
+        return sum(len(cases) for cases in self.ops.values())
+
+
+def _case_dtype(case: TestCase) -> str:
+    specs = case.tensor_specs()
+    if specs:
+        return CODE_OF_DTYPE[specs[0].dtype]
+    dtype = case.kwargs.get("dtype")
+    if isinstance(dtype, torch.dtype):
+        return CODE_OF_DTYPE.get(dtype, "")
+    return ""
+
+
+def write_trace(
+    table: TraceTable, out: Path, *, command: str, extra: dict[str, Any] | None = None
+) -> Path:
+    """Write `out` (the trace) and its sidecar `out.with_suffix('.json')`; return the sidecar path."""
+    ranked = table.ranked()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        format_trace({op: [c for c, _ in cases] for op, cases in ranked}), encoding="utf-8"
+    )
+    sidecar: dict[str, Any] = {
+        "schema_version": SIDECAR_SCHEMA_VERSION,
+        "command": command,
+        "models": list(table.models),
+        "ops": {
+            op: {
+                "models": sorted(table.op_models(op)),
+                "count": table.op_count(op),
+                "cases": [
+                    {
+                        "args": case.serialize(),
+                        "count": stats.count,
+                        "models": sorted(stats.models),
+                        "dtype": _case_dtype(case),
+                        "bytes": case.total_bytes(),
+                    }
+                    for case, stats in cases
+                ],
+            }
+            for op, cases in ranked
+        },
+    }
+    if extra:
+        sidecar.update(extra)
+    json_path = out.with_suffix(".json")
+    tmp = json_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(sidecar, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, json_path)
+    return json_path

@@ -48,10 +48,11 @@ class Completion:
 class ProviderError(Exception):
     """A call that failed for good (after bounded retries): the round fails with this reason."""
 
-    def __init__(self, reason: str, *, retryable: bool = False) -> None:
+    def __init__(self, reason: str, *, retryable: bool = False, attempts: int = 1) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retryable = retryable
+        self.attempts = attempts
 
 
 class Provider(Protocol):
