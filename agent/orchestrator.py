@@ -1,0 +1,483 @@
+"""Generation (issue 3 items 4, 6): the workers of every selected operator, winners kept on disk.
+
+Contract:
+- `Generator(cfg, provider=..., parts=..., runlog=..., budget=..., device=..., kernels_dir=...,
+  stop=...).run(ops) -> list[OpOutcome]` works on `ops` (evaluator.suites OpCases) up to
+  `agent.parallel_ops` at once, each with `agent.num_workers` workers (agent.worker).
+- The first passing candidate of an operator wins: it goes to
+  `<kernels_dir>/<folder>/<folder>_implementation_v1.py` (an earlier, different file there is
+  copied to `run_dir/archive/<folder>/` first) and `ops/<folder>/decision.json` records it. An
+  operator whose workers all used their rounds, or that no test can run on here, is decided
+  "not_kept". Operators stopped by the budget or an interrupt get no decision: `--resume` does
+  them, continuing each worker after its last finished round. Decided operators are skipped.
+- `Parts` names every call into the other parts of atenforge, so a test can swap one (a fake
+  judge, a queue provider) and use the real ones for the rest.
+- KeyboardInterrupt in the main thread (Ctrl-C) sets `stop` and every operator's cancel event:
+  workers stop, the judge kills their sandboxes, and `run` re-raises once every worker has ended.
+  A worker's exception stops the others the same way and is re-raised (a bug, exit code 1).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent.budget import Budget
+from agent.config import RunConfig
+from agent.providers.base import Provider
+from agent.runlog import PASSED, UNTESTABLE, RunLog
+from agent.worker import OpTask, Worker, WorkerReport
+from evaluator.naming import kernel_path, op_to_folder
+from evaluator.runfolder import write_text
+
+log = logging.getLogger(__name__)
+
+JOIN_POLL_S = 0.1
+ABANDONED_CALL_GRACE_S = 2.0  # how long the end of a run waits for abandoned provider calls
+
+# Operator outcomes (OpOutcome.status, op_done events, decision.json "status").
+KEPT = "kept"
+NOT_KEPT = "not_kept"
+BUDGET_STOPPED = "budget_stopped"
+INTERRUPTED = "interrupted"
+DECIDED = {KEPT, NOT_KEPT}
+
+
+# ---------------------------------------------------------------------------------- parts
+
+
+@dataclass
+class Parts:
+    """The calls this module makes into other parts; None = the real one, imported when needed."""
+
+    provider: Provider | None = None  # None: agent.providers.registry.make_provider(cfg.provider)
+    judge: Callable[..., Any] | None = None  # evaluator.evaluate.judge_candidate
+    evaluate: Callable[..., Any] | None = None  # evaluator.evaluate.evaluate
+    resolve_device: Callable[[str], str] | None = None  # evaluator.evaluate.resolve_device
+    close_sandboxes: Callable[[], None] | None = None  # evaluator.evaluate.close_sandboxes
+    select: Callable[..., Any] | None = None  # evaluator.suites.select_operators
+    extract: Callable[[str, str], str] | None = None  # agent.extract.extract_candidate
+    extract_error: type[Exception] | None = None  # agent.extract.ExtractError
+    renderer: Any = None  # agent.prompts.PromptRenderer(templates_dir)
+    build_context: Callable[..., dict[str, Any]] | None = None  # agent.prompts.build_op_context
+    format_feedback: Callable[..., str] | None = None  # agent.feedback.format_feedback
+    estimate_cost: Callable[..., float | None] | None = None  # agent.providers.pricing
+    environment_info: Callable[[str], dict[str, Any]] | None = None  # evaluator.runfolder
+    create_run_dir: Callable[[str | Path], Path] | None = None  # evaluator.runfolder
+
+    def resolved(self, cfg: RunConfig) -> Parts:
+        """A copy with every missing part filled in from the real modules."""
+        p = Parts(**self.__dict__)
+        if p.judge is None or p.evaluate is None or p.resolve_device is None:
+            # Not `from evaluator import evaluate`: the package exports a function of that name.
+            ev = importlib.import_module("evaluator.evaluate")
+
+            p.judge = p.judge or ev.judge_candidate
+            p.evaluate = p.evaluate or ev.evaluate
+            p.resolve_device = p.resolve_device or ev.resolve_device
+            p.close_sandboxes = p.close_sandboxes or ev.close_sandboxes
+        if p.select is None:
+            from evaluator.suites import select_operators
+
+            p.select = select_operators
+        if p.extract is None or p.extract_error is None:
+            from agent.extract import ExtractError, extract_candidate
+
+            p.extract = p.extract or extract_candidate
+            p.extract_error = p.extract_error or ExtractError
+        if p.renderer is None or p.build_context is None:
+            from agent.prompts import PromptRenderer, build_op_context
+
+            templates = Path(cfg.agent.templates_dir) if cfg.agent.templates_dir else None
+            p.renderer = p.renderer or PromptRenderer(templates)
+            p.build_context = p.build_context or build_op_context
+        if p.format_feedback is None:
+            from agent.feedback import format_feedback
+
+            p.format_feedback = format_feedback
+        if p.estimate_cost is None:
+            from agent.providers.pricing import estimate_cost_usd
+
+            p.estimate_cost = estimate_cost_usd
+        if p.environment_info is None or p.create_run_dir is None:
+            from evaluator import runfolder
+
+            p.environment_info = p.environment_info or runfolder.environment_info
+            p.create_run_dir = p.create_run_dir or runfolder.create_run_dir
+        return p
+
+
+# ---------------------------------------------------------------------------------- results
+
+
+@dataclass
+class OpOutcome:
+    op: str
+    status: str  # kept, not_kept, budget_stopped, interrupted
+    worker: int | None = None
+    round: int | None = None
+    kernel_file: str | None = None
+    reason: str = ""
+    rounds: int = 0  # finished rounds of all workers, this run folder
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    earlier: bool = False  # decided by an earlier part of a resumed run
+
+    @property
+    def folder(self) -> str:
+        return op_to_folder(self.op)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def aten_schema(op: str) -> str:
+    """The overload's schema string from torch (for prompts and the provider context)."""
+    import torch
+
+    base, _, overload = op.partition(".")
+    try:
+        return str(getattr(getattr(torch.ops.aten, base), overload)._schema)
+    except (AttributeError, RuntimeError):
+        return ""
+
+
+# ---------------------------------------------------------------------------------- generation
+
+
+class Generator:
+    """Runs the workers of every operator; keeps winners; writes decisions and events."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        *,
+        provider: Provider,
+        parts: Parts,
+        runlog: RunLog,
+        budget: Budget,
+        device: str,
+        kernels_dir: Path,
+        stop: threading.Event,
+    ) -> None:
+        self.cfg = cfg
+        self.provider = provider
+        self.parts = parts
+        self.runlog = runlog
+        self.budget = budget
+        self.device = device
+        self.kernels_dir = kernels_dir
+        self.stop = stop
+        self.judge_slots = threading.BoundedSemaphore(cfg.eval.sandbox.num_parallel)
+        self._tasks: list[OpTask] = []
+        self._lock = threading.Lock()
+        self._errors: list[BaseException] = []
+
+    def interrupt(self) -> None:
+        """Stop everything: no new operators, no new rounds, sandboxes killed by the judge."""
+        self.stop.set()
+        with self._lock:
+            for task in self._tasks:
+                task.cancel.set()
+
+    def run(self, ops: list[Any]) -> list[OpOutcome]:
+        """Generate kernels for `ops` (OpCases); KeyboardInterrupt stops cleanly, then re-raises."""
+        outcomes: dict[str, OpOutcome] = {}
+        pending: list[Any] = []
+        for oc in ops:
+            decision = self.runlog.read_decision(oc.op)
+            if decision is not None and decision.get("status") in DECIDED:
+                outcomes[oc.op] = _outcome_from_decision(oc.op, decision)
+                self.runlog.emit("op_decided_earlier", op=oc.op, status=decision["status"])
+            else:
+                pending.append(oc)
+        queue = list(reversed(pending))  # pop() from the end keeps the selection order
+
+        def op_loop() -> None:
+            while True:
+                with self._lock:
+                    if not queue or self.stop.is_set() or self._errors:
+                        return
+                    oc = queue.pop()
+                try:
+                    outcomes[oc.op] = self._run_op(oc)
+                except BaseException as exc:  # re-raised in the main thread after the others stop
+                    log.debug("operator %s failed", oc.op, exc_info=True)
+                    with self._lock:
+                        self._errors.append(exc)
+                    self.interrupt()
+                    return
+
+        threads = [
+            threading.Thread(target=op_loop, name=f"atenforge-op-{i}", daemon=True)
+            for i in range(min(self.cfg.agent.parallel_ops, len(pending)))
+        ]
+        for t in threads:
+            t.start()
+        try:
+            _join_all(threads)
+        except KeyboardInterrupt:
+            self.interrupt()
+            self.runlog.emit("interrupted", where="generation")
+            try:
+                _join_all(threads)
+            finally:
+                self._join_abandoned_calls()
+            raise
+        self._join_abandoned_calls()
+        if self._errors:
+            raise self._errors[0]
+        for oc in ops:  # operators never started (budget, interrupt) still get an outcome
+            if oc.op not in outcomes:
+                status = INTERRUPTED if self.stop.is_set() else BUDGET_STOPPED
+                outcomes[oc.op] = OpOutcome(oc.op, status, reason="not started")
+        return [outcomes[oc.op] for oc in ops]
+
+    def _join_abandoned_calls(self) -> None:
+        """Give abandoned provider calls a moment to return; they are daemons if they do not."""
+        deadline = time.monotonic() + ABANDONED_CALL_GRACE_S
+        alive = 0
+        for task in self._tasks:
+            for t in task.call_threads:
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
+                alive += t.is_alive()
+        if alive:
+            log.info(
+                "%d abandoned provider call(s) still running; they end with the process", alive
+            )
+
+    # ------------------------------------------------------------------ one operator
+
+    def _make_task(self, oc: Any) -> OpTask:
+        cfg, parts = self.cfg, self.parts
+        ctx = parts.build_context(oc.op, oc.cases, cfg.agent.num_prompt_cases)
+        schema = ctx.get("schema") if isinstance(ctx, dict) else None
+        return OpTask(
+            op=oc.op,
+            cases=oc.cases,
+            prompt_context=ctx,
+            schema=schema or aten_schema(oc.op),
+            system_prompt=parts.renderer.system(ctx),
+            generate_prompt=parts.renderer.generate(ctx),
+            provider=self.provider,
+            renderer=parts.renderer,
+            extract=parts.extract,
+            extract_error=parts.extract_error,
+            judge=parts.judge,
+            format_feedback=parts.format_feedback,
+            estimate_cost=parts.estimate_cost,
+            runlog=self.runlog,
+            budget=self.budget,
+            eval_config=cfg.eval,
+            device=self.device,
+            max_rounds=cfg.agent.max_rounds,
+            feedback_max_chars=cfg.agent.feedback_max_chars,
+            prices=getattr(self.provider, "prices", None) or cfg.provider.prices,
+            judge_slots=self.judge_slots,
+        )
+
+    def _run_op(self, oc: Any) -> OpOutcome:
+        if self.stop.is_set():
+            return OpOutcome(oc.op, INTERRUPTED, reason="not started")
+        if self.budget.stop_reason is not None:
+            return OpOutcome(oc.op, BUDGET_STOPPED, reason=self.budget.stop_reason)
+        task = self._make_task(oc)
+        with self._lock:
+            self._tasks.append(task)
+            if self.stop.is_set():
+                task.cancel.set()
+        num_workers = self.cfg.agent.num_workers
+        can_write = getattr(self.provider, "can_write", None)
+        if callable(can_write) and not can_write(oc.op):
+            # The provider said it cannot write this operator: one round records that, honestly.
+            num_workers, task.max_rounds = 1, 1
+        workers = [Worker(task, w) for w in range(1, num_workers + 1)]
+        self._restore(task, workers)
+        self.runlog.emit(
+            "op_start",
+            op=oc.op,
+            folder=task.folder,
+            cases=len(oc.cases),
+            workers=num_workers,
+            max_rounds=task.max_rounds,
+        )
+        started = time.monotonic()
+        if task.winner is None and task.untestable_reason is None:
+            self._run_workers(task, workers)
+        outcome = self._decide(task, [w.report for w in workers])
+        self.runlog.emit(
+            "op_done",
+            op=oc.op,
+            status=outcome.status,
+            worker=outcome.worker,
+            round=outcome.round,
+            kernel_file=outcome.kernel_file,
+            rounds=outcome.rounds,
+            reason=outcome.reason,
+            input_tokens=outcome.input_tokens,
+            output_tokens=outcome.output_tokens,
+            cost_usd=outcome.cost_usd,
+            elapsed_s=round(time.monotonic() - started, 3),
+        )
+        return outcome
+
+    def _restore(self, task: OpTask, workers: list[Worker]) -> None:
+        """On resume: continue each worker; a win or an untestable verdict on disk decides the op."""
+        for worker in workers:
+            finished = self.runlog.finished_rounds(task.op, worker.number)
+            for record in finished:
+                outcome = record.meta.get("outcome")
+                if outcome == PASSED and task.winner is None:
+                    code = record.text("candidate.py")
+                    if code is not None:
+                        task.claim_win(worker.number, record.round, code)
+                elif outcome == UNTESTABLE:
+                    task.mark_untestable(record.meta.get("error") or "untestable")
+            worker.restore(finished)
+
+    def _run_workers(self, task: OpTask, workers: list[Worker]) -> None:
+        errors: list[BaseException] = []
+
+        def body(worker: Worker) -> None:
+            try:
+                worker.run()
+            except BaseException as exc:
+                log.debug("worker %d of %s failed", worker.number, task.op, exc_info=True)
+                errors.append(exc)
+                task.cancel.set()  # the others stop too: the operator cannot be decided
+
+        threads = [
+            threading.Thread(
+                target=body, args=(w,), name=f"atenforge-{task.folder}-w{w.number}", daemon=True
+            )
+            for w in workers
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    def _decide(self, task: OpTask, reports: list[WorkerReport]) -> OpOutcome:
+        inp, out, cost, rounds = self._op_usage(task.op)
+        base = {"input_tokens": inp, "output_tokens": out, "cost_usd": cost, "rounds": rounds}
+        if task.winner is not None:
+            worker, round_ = task.winner
+            dest, archived = self._keep(task)
+            outcome = OpOutcome(
+                task.op,
+                KEPT,
+                worker,
+                round_,
+                str(dest),
+                f"worker {worker} passed in round {round_}",
+                **base,
+            )
+            self._write_decision(outcome, archived)
+            return outcome
+        if task.untestable_reason is not None:
+            outcome = OpOutcome(
+                task.op, NOT_KEPT, reason=f"untestable here: {task.untestable_reason}", **base
+            )
+            self._write_decision(outcome, None)
+            return outcome
+        if self.stop.is_set():
+            return OpOutcome(task.op, INTERRUPTED, reason="run interrupted", **base)
+        if any(r.stopped == "budget" for r in reports):
+            return OpOutcome(task.op, BUDGET_STOPPED, reason=self.budget.stop_reason or "", **base)
+        outcome = OpOutcome(
+            task.op,
+            NOT_KEPT,
+            reason=f"no candidate passed in {rounds} round(s): {self._last_failure(task)}",
+            **base,
+        )
+        self._write_decision(outcome, None)
+        return outcome
+
+    def _keep(self, task: OpTask) -> tuple[Path, str | None]:
+        """Write the winner into the kernels dir; an earlier, different kernel is archived first."""
+        dest = kernel_path(self.kernels_dir, task.op)
+        archived = None
+        code = task.winner_code or ""
+        if dest.exists():
+            try:
+                same = dest.read_text(encoding="utf-8") == code
+            except (OSError, UnicodeDecodeError):
+                same = False
+            if not same:
+                archived = str(self.runlog.archive(dest, task.folder))
+                self.runlog.emit("kernel_archived", op=task.op, path=str(dest), archived=archived)
+        write_text(dest, code)
+        return dest, archived
+
+    def _write_decision(self, outcome: OpOutcome, archived: str | None) -> None:
+        self.runlog.write_decision(
+            outcome.op,
+            {
+                "op": outcome.op,
+                "folder": outcome.folder,
+                "status": outcome.status,
+                "worker": outcome.worker,
+                "round": outcome.round,
+                "kernel_file": outcome.kernel_file,
+                "archived": archived,
+                "reason": outcome.reason,
+                "rounds": outcome.rounds,
+                "input_tokens": outcome.input_tokens,
+                "output_tokens": outcome.output_tokens,
+                "cost_usd": outcome.cost_usd,
+                "decided_at": _now(),
+            },
+        )
+
+    def _op_usage(self, op: str) -> tuple[int, int, float, int]:
+        inp = out = rounds = 0
+        cost = 0.0
+        for _w, _path, meta in self.runlog.all_rounds(op):
+            if not meta:
+                continue
+            inp += int(meta.get("input_tokens") or 0)
+            out += int(meta.get("output_tokens") or 0)
+            cost += float(meta.get("cost_usd") or 0.0)
+            rounds += meta.get("outcome") != "cancelled"
+        return inp, out, round(cost, 6), rounds
+
+    def _last_failure(self, task: OpTask) -> str:
+        last = ""
+        for _w, _path, meta in self.runlog.all_rounds(task.op):
+            if meta and meta.get("error"):
+                last = str(meta["error"])
+        return last.splitlines()[0][:200] if last else "see the rounds' verdicts"
+
+
+def _outcome_from_decision(op: str, d: dict[str, Any]) -> OpOutcome:
+    return OpOutcome(
+        op,
+        d["status"],
+        d.get("worker"),
+        d.get("round"),
+        d.get("kernel_file"),
+        d.get("reason", ""),
+        int(d.get("rounds") or 0),
+        int(d.get("input_tokens") or 0),
+        int(d.get("output_tokens") or 0),
+        float(d.get("cost_usd") or 0.0),
+        earlier=True,
+    )
+
+
+def _join_all(threads: list[threading.Thread]) -> None:
+    # Short timeouts keep the main thread responsive to Ctrl-C.
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(timeout=JOIN_POLL_S)

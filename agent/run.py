@@ -1,0 +1,309 @@
+"""`python -m agent.run`: write Triton kernels for ATen operators, keep the ones that pass, evaluate.
+
+Thin on purpose: parse flags, load the config (flags override a few fields), call
+`agent.session.Session`, map errors to exit codes:
+    0  the run completed (whatever the kernels scored)
+    2  a usage or configuration error: one line `error: ...` on stderr, no traceback
+    1  an internal failure (a bug): one line, the traceback with -v/--debug
+  130  interrupted (Ctrl-C): workers stopped, sandboxes killed, logs flushed, resume command printed
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+from evaluator.errors import UsageError
+
+log = logging.getLogger("agent.run")
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Flags that choose *what* a run works on: a resumed run keeps its own.
+SELECTION_FLAGS = ("suite", "ops", "num_operators", "trace_file", "config")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse would print the usage block and exit itself: we want one line and exit code 2.
+        raise UsageError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m agent.run",
+        description=(
+            "Write Triton kernels for PyTorch ATen operators with N workers per operator, keep the "
+            "first kernel that passes every test, then evaluate every selected operator. Flags "
+            "override the config (configs/default.toml, then --config); API keys come only from "
+            "the environment."
+        ),
+        epilog=(
+            "exit codes: 0 run completed, 1 internal error, 2 usage or config error, "
+            "130 interrupted (resume with --resume RUN_DIR)"
+        ),
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="only write kernels; do not evaluate them afterwards",
+    )
+    mode.add_argument(
+        "--evaluate-only",
+        action="store_true",
+        help="only evaluate the kernels already in --kernels-dir (no provider, no generation)",
+    )
+
+    sel = p.add_argument_group("what to work on")
+    sel.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="operator suite: smoke, torchbench or opinfo (default: torchbench)",
+    )
+    sel.add_argument(
+        "--ops",
+        metavar="OPS",
+        help="comma-separated overloads (add.Tensor) or base names (add = all its overloads)",
+    )
+    sel.add_argument(
+        "--num-operators", type=int, metavar="N", help="take the N most used operators of the suite"
+    )
+    sel.add_argument(
+        "--trace-file", metavar="PATH", help="a BackendBench-format trace file instead of a suite"
+    )
+    sel.add_argument(
+        "--kernels-dir",
+        metavar="DIR",
+        help="where kept kernels go, and what --evaluate-only evaluates (default: generated_kernels)",
+    )
+
+    prov = p.add_argument_group("who writes the kernels")
+    prov.add_argument(
+        "--provider",
+        choices=["auto", "builtin", "openai", "anthropic", "replay"],
+        help="auto (default) picks anthropic or openai when its API key is set, else builtin",
+    )
+    prov.add_argument(
+        "--model", metavar="NAME", help="model name; default: the provider's default model"
+    )
+    prov.add_argument(
+        "--replay-dir",
+        metavar="RUN_DIR",
+        help="replay provider: the recorded run folder to answer from",
+    )
+
+    loop = p.add_argument_group("the agent loop")
+    loop.add_argument(
+        "--config", metavar="TOML", help="a TOML config file merged over configs/default.toml"
+    )
+    loop.add_argument(
+        "--num-workers",
+        type=int,
+        metavar="N",
+        help="workers per operator, each its own conversation (default: 4)",
+    )
+    loop.add_argument(
+        "--max-rounds", type=int, metavar="N", help="generate/test rounds per worker (default: 5)"
+    )
+    loop.add_argument(
+        "--parallel-ops", type=int, metavar="N", help="operators in flight at once (default: 2)"
+    )
+    loop.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="stop new provider calls once this many tokens were used",
+    )
+    loop.add_argument(
+        "--max-cost-usd",
+        type=float,
+        metavar="USD",
+        help="stop new provider calls once the estimated cost reaches this",
+    )
+    loop.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="seed for test inputs and sampling where the API takes one (default: 0)",
+    )
+
+    run = p.add_argument_group("where and how")
+    run.add_argument("--log-dir", metavar="DIR", help="where run folders go (default: agent_logs)")
+    run.add_argument(
+        "--device",
+        choices=["auto", "cuda", "cpu"],
+        help="where candidates are tested: auto (default) = cuda when a GPU is visible, else cpu (Triton interpreter)",
+    )
+    run.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help=(
+            "continue an interrupted run in its folder: decided operators are kept, the rest are "
+            "done; its saved config is used, other flags (e.g. --max-tokens) override it"
+        ),
+    )
+    out = run.add_mutually_exclusive_group()
+    out.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no live table; one line per operator and the final summary",
+    )
+    out.add_argument(
+        "--verbose",
+        "--debug",
+        "-v",
+        action="store_true",
+        help="debug logging; tracebacks on errors",
+    )
+    return p
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The nested config keys the given flags set (flags left out change nothing)."""
+    o: dict[str, Any] = {}
+
+    def put(path: str, value: Any) -> None:
+        if value is None:
+            return
+        *parents, leaf = path.split(".")
+        node = o
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+
+    ops = None
+    if args.ops is not None:
+        ops = [s.strip() for s in args.ops.split(",") if s.strip()]
+        if not ops:
+            raise UsageError("--ops is empty: pass operator names like add.Tensor,relu.")
+    put("suite.suite", args.suite)
+    put("suite.ops", ops)
+    put("suite.num_operators", args.num_operators)
+    put("suite.trace_file", args.trace_file)
+    put("kernels_dir", args.kernels_dir)
+    put("provider.name", args.provider)
+    put("provider.model", args.model)
+    put("provider.replay_dir", args.replay_dir)
+    put("agent.num_workers", args.num_workers)
+    put("agent.max_rounds", args.max_rounds)
+    put("agent.parallel_ops", args.parallel_ops)
+    put("agent.max_tokens", args.max_tokens)
+    put("agent.max_cost_usd", args.max_cost_usd)
+    put("log_dir", args.log_dir)
+    put("device", args.device)
+    put("seed", args.seed)
+    put("eval.correctness.seed", args.seed)  # --seed also seeds the test inputs
+    return o
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (
+            _merge(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
+            else value
+        )
+    return out
+
+
+def make_request(argv: list[str]) -> Any:
+    """Flags -> a RunRequest (UsageError on a bad flag, combination or config value)."""
+    from agent.config import load_config
+    from agent.session import RunRequest, resume_config, saved_mode
+
+    args = build_parser().parse_args(argv)
+    overrides = overrides_from_args(args)
+    if args.resume is None:
+        cfg = load_config(args.config, overrides)
+        mode = "generate" if args.generate_only else "evaluate" if args.evaluate_only else "full"
+        return args, RunRequest(cfg=cfg, mode=mode, argv=list(argv))
+    given = [f for f in SELECTION_FLAGS if getattr(args, f) is not None]
+    if args.generate_only or args.evaluate_only:
+        given.append("generate_only" if args.generate_only else "evaluate_only")
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise UsageError(f"--resume continues the run as it was started: drop {flag}.")
+    run_dir = Path(args.resume)
+    saved = resume_config(run_dir)
+    cfg = load_config(None, _merge(saved, overrides))
+    return args, RunRequest(cfg=cfg, mode=saved_mode(run_dir), argv=list(argv), resume_dir=run_dir)
+
+
+def _setup_logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=_stderr_console(), show_path=False, rich_tracebacks=False)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        handlers=[handler],
+        format="%(message)s",
+        force=True,
+    )
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _error_line(message: str) -> None:
+    # One line, always: a multi-line message would read as a traceback.
+    sys.stderr.write(f"error: {' '.join(str(message).split())}\n")
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = None) -> int:
+    """Run the CLI; returns the exit code. `parts` swaps calls into other parts (tests)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = any(a in ("-v", "--verbose", "--debug") for a in argv)
+    session = None
+    try:
+        args, request = make_request(argv)
+        _setup_logging(args.verbose)
+        from rich.console import Console
+
+        from agent.live import RunView
+        from agent.session import Session
+
+        console = console or Console(highlight=False)
+        view = RunView(console, live=console.is_terminal and not args.quiet, quiet=args.quiet)
+        session = Session(request, parts, view)
+        result = session.run()
+        view.final(result)
+        return EXIT_OK
+    except UsageError as exc:
+        if verbose:
+            traceback.print_exc()
+        _error_line(str(exc))
+        if session is not None:
+            session.finish("failed", error=str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        if session is None or session.run_dir is None:
+            _error_line("interrupted before the run started")
+            return EXIT_INTERRUPTED
+        session.interrupt()
+        session.finish("interrupted")
+        sys.stderr.write(
+            f"Interrupted. Resume with: python -m agent.run --resume {session.run_dir}\n"
+        )
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if verbose:
+            traceback.print_exc()
+        hint = "" if verbose else " (run with -v for the traceback)"
+        _error_line(f"internal error: {type(exc).__name__}: {exc}{hint}")
+        if session is not None:
+            session.finish("failed", error=f"{type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

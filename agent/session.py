@@ -1,0 +1,400 @@
+"""One invocation of `python -m agent.run` (issue 3 items 1, 6, 7): run folder, selection,
+generation, evaluation.
+
+Contract: `Session(request, parts, view).run() -> RunResult`:
+- opens a new run folder (evaluator.runfolder.create_run_dir) or the `--resume` one, and writes
+  `run.json` (command line, resolved config, environment, start/end, status) and `config.json`;
+- selects operators (evaluator.suites.select_operators; a resumed run keeps its own selection);
+- unless `--evaluate-only`, generates kernels (agent.orchestrator.Generator) under a budget
+  (agent.budget) that stops new provider calls and says so;
+- unless `--generate-only`, evaluates every selected operator on the kernels dir with
+  evaluator.evaluate.evaluate(..., run_dir=the same folder), which writes the three reports.
+User errors raise UsageError before anything is started where possible. KeyboardInterrupt stops
+the workers, marks the run `interrupted` and propagates (the CLI prints the resume command).
+`run_dir` is set as soon as the folder exists, so a caller can point at it after any failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shlex
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.budget import Budget
+from agent.config import RunConfig
+from agent.orchestrator import Generator, OpOutcome, Parts
+from agent.providers.base import Provider
+from agent.runlog import RunLog, read_json
+from evaluator.errors import UsageError
+from evaluator.naming import kernel_path, op_to_folder
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["full", "generate", "evaluate"]
+
+
+@dataclass
+class RunRequest:
+    cfg: RunConfig
+    mode: Mode = "full"
+    argv: list[str] = field(default_factory=list)
+    resume_dir: Path | None = None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str  # completed, interrupted
+    outcomes: list[OpOutcome]
+    report: Any | None  # evaluator.report.Report
+    budget: dict[str, Any]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Session:
+    """One invocation of `python -m agent.run`. `run_dir` is set as soon as the folder exists."""
+
+    def __init__(self, request: RunRequest, parts: Parts | None = None, view: Any = None) -> None:
+        self.request = request
+        self.cfg = request.cfg
+        self.parts = (parts or Parts()).resolved(request.cfg)
+        self.view = view
+        self.stop = threading.Event()
+        self.run_dir: Path | None = None
+        self.runlog: RunLog | None = None
+        self.generator: Generator | None = None
+        self._t0 = time.monotonic()
+        self._finished = False
+
+    def say(self, text: str) -> None:
+        """A line for the person running the command (the live view prints it above its table)."""
+        if self.view is not None:
+            self.view.say(text)
+        else:
+            log.info("%s", text)
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> RunResult:
+        cfg, req, parts = self.cfg, self.request, self.parts
+        device = parts.resolve_device(cfg.device)
+        kernels_dir = Path(cfg.kernels_dir)
+        if req.mode == "evaluate":
+            _check_kernels_dir(kernels_dir)
+        provider, why = (None, "")
+        if req.mode != "evaluate":
+            provider, why = self._provider()
+        previous = {}
+        if req.resume_dir is not None:
+            previous = read_json(Path(req.resume_dir) / "run.json") or {}
+        # Selection errors are the user's to fix: find them before a run folder exists.
+        ops = self._select(previous, device)
+        self._open_run_dir()
+        runlog = self.runlog
+        assert runlog is not None
+        if self.view is not None:
+            runlog.listeners.append(self.view.handle)
+        self.say(f"run folder: {self.run_dir}")
+        if provider is not None:
+            self.say(f"provider: {why}")
+        self._write_start(device, provider, why, ops, previous)
+        runlog.emit(
+            "run_start",
+            mode=req.mode,
+            resumed=req.resume_dir is not None,
+            ops=[oc.op for oc in ops],
+            provider=getattr(provider, "name", None),
+            model=getattr(provider, "model", None),
+            device=device,
+        )
+
+        spent_in, spent_out, spent_cost = runlog.spent()
+        budget = Budget(
+            cfg.agent.max_tokens,
+            cfg.agent.max_cost_usd,
+            input_tokens=spent_in,
+            output_tokens=spent_out,
+            cost_usd=spent_cost,
+            on_exhausted=self._budget_stop,
+        )
+        outcomes: list[OpOutcome] = []
+        report = None
+        try:
+            if req.mode != "evaluate":
+                assert provider is not None
+                kernels_dir.mkdir(parents=True, exist_ok=True)
+                self.generator = Generator(
+                    cfg,
+                    provider=provider,
+                    parts=parts,
+                    runlog=runlog,
+                    budget=budget,
+                    device=device,
+                    kernels_dir=kernels_dir,
+                    stop=self.stop,
+                )
+                with self._viewing(ops):
+                    outcomes = self.generator.run(ops)
+            if req.mode != "generate":
+                report = self._evaluate(kernels_dir, ops, device)
+        except KeyboardInterrupt:
+            self.interrupt()
+            self.finish("interrupted", budget=budget.snapshot(), outcomes=outcomes)
+            raise
+        finally:
+            if parts.close_sandboxes is not None:
+                with contextlib.suppress(Exception):
+                    parts.close_sandboxes()
+        self.finish("completed", budget=budget.snapshot(), outcomes=outcomes, report=report)
+        return RunResult(self.run_dir, "completed", outcomes, report, budget.snapshot())
+
+    @contextlib.contextmanager
+    def _viewing(self, ops: list[Any]):
+        if self.view is None:
+            yield
+            return
+        self.view.start([oc.op for oc in ops], self.cfg.agent.num_workers)
+        try:
+            yield
+        finally:
+            self.view.stop()
+
+    def _provider(self) -> tuple[Provider, str]:
+        if self.parts.provider is not None:
+            p = self.parts.provider
+            return p, f"{p.name}, model {p.model} (given by the caller)"
+        from agent.providers.registry import make_provider
+
+        provider, why = make_provider(self.cfg.provider, env=os.environ)
+        if self.cfg.agent.max_cost_usd is not None and provider.name not in ("builtin", "replay"):
+            prices = getattr(provider, "prices", None) or self.cfg.provider.prices
+            if self.parts.estimate_cost(provider.model, 0, 0, prices) is None:
+                raise UsageError(
+                    f"agent.max_cost_usd is set but there is no price for model '{provider.model}': "
+                    f'add [provider.prices."{provider.model}"] to your config or drop max_cost_usd.'
+                )
+        return provider, why
+
+    def _open_run_dir(self) -> None:
+        """A new run folder, or the --resume one."""
+        if self.request.resume_dir is not None:
+            self.run_dir = Path(self.request.resume_dir)
+        else:
+            self.run_dir = self.parts.create_run_dir(self.cfg.log_dir)
+        self.runlog = RunLog(self.run_dir)
+
+    def _select(self, previous: dict[str, Any], device: str) -> list[Any]:
+        cfg = self.cfg
+        ops = cfg.suite.ops
+        num_operators = cfg.suite.num_operators
+        if previous.get("ops"):
+            # A resumed run works on exactly the operators it selected the first time.
+            ops, num_operators = list(previous["ops"]), None
+        extra: dict[str, Any] = {}
+        if device == "cpu":
+            # Triton's interpreter skips large cases: rank the runnable ones first so workers
+            # get cases their candidates can actually be tested on.
+            from evaluator.suites import cpu_runnable
+
+            limit = cfg.eval.cpu.max_case_numel
+            extra["prefer"] = lambda case: cpu_runnable(case, limit)
+        selection = self.parts.select(
+            cfg.suite.suite,
+            ops=ops,
+            num_operators=num_operators,
+            trace_file=cfg.suite.trace_file,
+            max_cases_per_op=cfg.eval.max_cases_per_op,
+            **extra,
+        )
+        for error in selection.errors:
+            self.say(f"warning: {error}")
+        if not selection.ops:
+            raise UsageError(
+                "no operator was selected: check --suite, --ops, --num-operators or --trace-file."
+            )
+        self._selection = selection
+        self.say(
+            f"operators: {len(selection.ops)} selected from {selection.suite}"
+            + (f", {len(selection.excluded)} excluded" if selection.excluded else "")
+        )
+        return list(selection.ops)
+
+    def _write_start(
+        self,
+        device: str,
+        provider: Provider | None,
+        why: str,
+        ops: list[Any],
+        previous: dict[str, Any],
+    ) -> None:
+        runlog, req = self.runlog, self.request
+        assert runlog is not None
+        command = shlex.join(["python", "-m", "agent.run", *req.argv])
+        config = self.cfg.model_dump(mode="json")
+        runlog.write_config(config)
+        if previous:
+            resumes = list(previous.get("resumes", []))
+            resumes.append({"command": command, "started_at": _now()})
+            runlog.update_run_json(
+                resumes=resumes, status="running", ended_at=None, config=config, device=device
+            )
+            return
+        selection = self._selection
+        runlog.write_run_json(
+            {
+                "schema_version": 1,
+                "command": command,
+                "argv": list(req.argv),
+                "cwd": os.getcwd(),
+                "mode": req.mode,
+                "status": "running",
+                "started_at": _now(),
+                "ended_at": None,
+                "device": device,
+                "environment": self.parts.environment_info(device),
+                "provider": None
+                if provider is None
+                else {"name": provider.name, "model": provider.model, "why": why},
+                "kernels_dir": str(Path(self.cfg.kernels_dir).resolve()),
+                "suite": selection.suite,
+                "ops": [oc.op for oc in ops],
+                "excluded": [list(e) for e in selection.excluded],
+                "selection_errors": list(selection.errors),
+                "config": config,
+            }
+        )
+
+    def _budget_stop(self, reason: str) -> None:
+        if self.runlog is not None:
+            self.runlog.emit("budget_stop", reason=reason)
+        self.say(f"budget: {reason}; no new provider calls will start")
+
+    def _evaluate(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:
+        cfg = self.cfg
+        assert self.runlog is not None
+        if self.request.mode == "full" and not _has_kernels(kernels_dir):
+            # evaluate() refuses an empty kernels dir; every operator is simply missing.
+            self.say("no kernel was kept: every selected operator is reported as missing")
+            return self._missing_report(kernels_dir, ops, device)
+        self.runlog.emit("evaluation_start", kernels_dir=str(kernels_dir), ops=len(ops))
+        self.say(f"evaluating {len(ops)} operator(s) in {kernels_dir} on {device}")
+        progress = self.view.evaluated if self.view is not None else None
+        report = self.parts.evaluate(
+            kernels_dir,
+            suite=cfg.suite.suite,
+            ops=[oc.op for oc in ops],
+            trace_file=cfg.suite.trace_file,
+            config=cfg.eval,
+            device=device,
+            run_dir=self.run_dir,
+            log_dir=cfg.log_dir,
+            progress=progress,
+        )
+        self.runlog.emit("evaluation_done", scores=getattr(report, "scores", None))
+        return report
+
+    def _missing_report(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:
+        from evaluator.report import Report, write_reports
+        from evaluator.results import OperatorResult, Status
+
+        results = [
+            OperatorResult(
+                op=oc.op,
+                folder=op_to_folder(oc.op),
+                status=Status.MISSING,
+                tests=len(oc.cases),
+                reason=f"no kernel at {kernel_path(kernels_dir, oc.op)}",
+            )
+            for oc in ops
+        ]
+        selection = self._selection
+        report = Report(
+            run={"kind": "agent", "kernels_dir": str(kernels_dir.resolve()), "device": device},
+            operators=results,
+            excluded=list(selection.excluded),
+            suite=selection.suite,
+            device=device,
+            notes=list(selection.errors),
+            run_dir=self.run_dir,
+        )
+        assert self.run_dir is not None and self.runlog is not None
+        write_reports(self.run_dir, report)
+        self.runlog.emit("evaluation_done", scores=report.scores, missing=len(results))
+        return report
+
+    def finish(self, status: str, **extra: Any) -> None:
+        """Mark the run's end in run.json and events.jsonl (also after an interrupt or a crash)."""
+        if self.runlog is None or self._finished:
+            return
+        self._finished = True
+        outcomes = extra.pop("outcomes", None) or []
+        report = extra.pop("report", None)
+        fields: dict[str, Any] = {
+            "status": status,
+            "ended_at": _now(),
+            "wall_s": round(time.monotonic() - self._t0, 3),
+        }
+        if outcomes:
+            fields["outcomes"] = {o.op: o.status for o in outcomes}
+        if report is not None:
+            fields["scores"] = report.scores
+        fields.update(extra)
+        with contextlib.suppress(OSError):
+            self.runlog.update_run_json(**fields)
+            self.runlog.emit("run_end", status=status, wall_s=fields["wall_s"])
+
+    def interrupt(self) -> None:
+        self.stop.set()
+        if self.generator is not None:
+            self.generator.interrupt()
+
+
+def _has_kernels(kernels_dir: Path) -> bool:
+    return kernels_dir.is_dir() and any(kernels_dir.glob("*__*/*_implementation_v*.py"))
+
+
+def _check_kernels_dir(kernels_dir: Path) -> None:
+    """--evaluate-only needs an existing, non-empty kernels dir (evaluate() checks it again)."""
+    if not kernels_dir.exists():
+        raise UsageError(
+            f"kernels dir '{kernels_dir}' does not exist: pass an existing folder to --kernels-dir."
+        )
+    if not kernels_dir.is_dir():
+        raise UsageError(
+            f"kernels dir '{kernels_dir}' is not a folder: pass a folder to --kernels-dir."
+        )
+    if not _has_kernels(kernels_dir):
+        raise UsageError(
+            f"kernels dir '{kernels_dir}' holds no kernels (expected e.g. "
+            "add__Tensor/add__Tensor_implementation_v1.py): pass a folder with kernels to --kernels-dir."
+        )
+
+
+def resume_config(run_dir: Path) -> dict[str, Any]:
+    """The resolved config saved in a run folder (UsageError when it is not a run folder)."""
+    if not run_dir.is_dir():
+        raise UsageError(
+            f"run folder '{run_dir}' does not exist: pass a folder under agent_logs/ to --resume."
+        )
+    data = read_json(run_dir / "config.json")
+    if not isinstance(data, dict):
+        raise UsageError(
+            f"'{run_dir}' has no readable config.json: pass a run folder written by agent.run to --resume."
+        )
+    return data
+
+
+def saved_mode(run_dir: Path) -> Mode:
+    run = read_json(run_dir / "run.json") or {}
+    mode = run.get("mode", "full")
+    return mode if mode in ("full", "generate", "evaluate") else "full"

@@ -1,0 +1,425 @@
+"""One worker: one conversation with the provider about one operator, for up to `max_rounds` rounds.
+
+A round (issue 3 item 4): ask the provider -> extract the kernel file from the answer -> test it
+in the evaluator's sandbox (`judge`, a callable with `evaluator.evaluate.judge_candidate`'s
+signature) -> verdict -> feedback, which opens the next round's refine prompt. Every step is
+written to `run_dir/ops/<folder>/worker_<w>/round_<r>/` as it happens (agent.runlog), `meta.json`
+last.
+
+Stopping promptly: the operator's `cancel` event is set when a worker of the operator wins (or the
+operator turns out untestable here, or the run is interrupted). A worker checks it between steps,
+waits for the provider in a way it can walk away from (the call runs on a daemon thread; an
+abandoned call's tokens are still charged to the budget when it returns), and hands the same event
+to the judge, which kills the sandbox when it is set. No kernel code ever runs in this process.
+
+Concurrent sandboxes are bounded by `judge_slots` (eval.sandbox.num_parallel, shared by every
+operator). A candidate text already judged for the operator (by another worker or an earlier
+round) reuses that verdict (`meta.json` "verdict_reused_from") instead of running again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.budget import Budget
+from agent.providers.base import Completion, Message, OperatorContext, Provider, ProviderError
+from agent.runlog import (
+    CANCELLED,
+    FAILED,
+    NO_CODE,
+    PASSED,
+    PASSED_LATE,
+    PROVIDER_ERROR,
+    UNTESTABLE,
+    RoundRecord,
+    RunLog,
+)
+from evaluator.config import EvalConfig
+from evaluator.naming import op_to_folder
+from evaluator.results import OperatorResult, Status
+from evaluator.testcase import TestCase
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.05  # how often a waiting worker looks at its cancel event
+FREE_PROVIDERS = {"builtin", "replay"}  # answers that cost nothing now, whatever they cost once
+
+
+@dataclass
+class SharedVerdict:
+    """The verdict on one candidate text, shared by every worker of the operator that sends it."""
+
+    owner: str  # worker_<w>/round_<r> that ran the sandbox
+    done: threading.Event = field(default_factory=threading.Event)
+    result: OperatorResult | None = None
+
+
+@dataclass
+class OpTask:
+    """What the workers of one operator share: the task, the tools, and who won."""
+
+    op: str
+    cases: list[TestCase]
+    prompt_context: dict[str, Any]  # agent.prompts.build_op_context(...)
+    schema: str
+    system_prompt: str
+    generate_prompt: str
+    provider: Provider
+    renderer: Any  # .refine(ctx, previous_code, feedback) -> str
+    extract: Callable[[str, str], str]
+    extract_error: type[Exception]
+    judge: Callable[..., OperatorResult]
+    format_feedback: Callable[[OperatorResult, int], str]
+    estimate_cost: Callable[[str, int, int, Any], float | None]
+    runlog: RunLog
+    budget: Budget
+    eval_config: EvalConfig
+    device: str
+    max_rounds: int
+    feedback_max_chars: int
+    prices: Any
+    judge_slots: threading.Semaphore  # bounds concurrent sandboxes across all operators
+    cancel: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    winner: tuple[int, int] | None = None  # (worker, round)
+    winner_code: str | None = None
+    untestable_reason: str | None = None
+    call_threads: list[threading.Thread] = field(default_factory=list)
+    verdicts: dict[str, SharedVerdict] = field(default_factory=dict)  # by sha256 of the file
+
+    @property
+    def folder(self) -> str:
+        return op_to_folder(self.op)
+
+    def claim_win(self, worker: int, round_: int, code: str) -> bool:
+        """The first passing candidate wins; the others are told to stop."""
+        with self.lock:
+            if self.winner is not None:
+                return False
+            self.winner = (worker, round_)
+            self.winner_code = code
+            self.cancel.set()
+            return True
+
+    def mark_untestable(self, reason: str) -> None:
+        """No test of this operator can run on this device: more rounds cannot change that."""
+        with self.lock:
+            if self.untestable_reason is None:
+                self.untestable_reason = reason
+            self.cancel.set()
+
+
+@dataclass
+class WorkerReport:
+    worker: int
+    rounds: int = 0  # rounds that finished in this process
+    last_round: int = 0
+    stopped: str = ""  # why the worker stopped: won, cancelled, budget, max_rounds, untestable
+
+
+class Worker:
+    def __init__(self, task: OpTask, number: int) -> None:
+        self.task = task
+        self.number = number
+        self.report = WorkerReport(worker=number)
+        self._base = [
+            Message("system", task.system_prompt),
+            Message("user", task.generate_prompt),
+        ]
+        self._messages = list(self._base)
+        self._feedback: dict[str, Any] | None = None
+        self._first_round = 1
+
+    # ------------------------------------------------------------------ resume
+
+    def restore(self, finished: list[RoundRecord]) -> None:
+        """Continue after the last finished round of an interrupted run (same conversation)."""
+        if not finished:
+            return
+        last = finished[-1]
+        self._first_round = last.round + 1
+        self.report.last_round = last.round
+        outcome = last.meta.get("outcome")
+        if outcome == PROVIDER_ERROR:
+            self._messages = last.messages() or list(self._base)
+            return
+        response = last.text("response.md") or ""
+        code = last.text("candidate.py") or ""
+        feedback = last.text("feedback.md") or ""
+        self._feedback = last.verdict() or {"status": outcome, "reason": last.meta.get("error")}
+        self._messages = self._next_messages(response, code, feedback)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> WorkerReport:
+        task = self.task
+        round_ = self._first_round
+        while True:
+            if task.cancel.is_set():
+                self.report.stopped = self.report.stopped or "cancelled"
+                break
+            if round_ > task.max_rounds:
+                self.report.stopped = "max_rounds"
+                break
+            if not task.budget.allow_call():
+                self.report.stopped = "budget"
+                break
+            outcome = self._round(round_)
+            self.report.last_round = round_
+            if outcome == CANCELLED:
+                self.report.stopped = "cancelled"
+                break
+            self.report.rounds += 1
+            if outcome in (PASSED, PASSED_LATE):
+                self.report.stopped = "won" if outcome == PASSED else "cancelled"
+                break
+            if outcome == UNTESTABLE:
+                self.report.stopped = "untestable"
+                break
+            round_ += 1
+        return self.report
+
+    def _round(self, round_: int) -> str:
+        task, w = self.task, self.number
+        rl = task.runlog
+        path = rl.start_round(task.op, w, round_)
+        messages = self._messages
+        rl.write_messages(path, messages)
+        rl.emit("round_start", op=task.op, worker=w, round=round_)
+        meta: dict[str, Any] = {
+            "op": task.op,
+            "worker": w,
+            "round": round_,
+            "provider": task.provider.name,
+            "model": task.provider.model,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "latency_s": None,
+            "attempts": 0,
+            "cost_usd": None,
+            "error": None,
+            "outcome": None,
+            "status": None,
+            "tests": None,
+            "passed": None,
+            "verdict_s": None,
+        }
+        started = time.monotonic()
+        context = OperatorContext(
+            op=task.op,
+            schema=task.schema,
+            cases=task.cases,
+            worker=w,
+            round=round_,
+            feedback=self._feedback,
+        )
+        completion, error = self._call_provider(messages, context, round_)
+        if completion is not None:
+            meta.update(
+                model=completion.model or task.provider.model,
+                input_tokens=completion.input_tokens,
+                output_tokens=completion.output_tokens,
+                latency_s=round(completion.latency_s, 3),
+                attempts=completion.attempts,
+                cost_usd=self._cost(completion),
+            )
+            rl.write_text(path, "response.md", completion.text)
+
+        if error is not None or completion is None:
+            outcome = CANCELLED if error is None else PROVIDER_ERROR
+            meta["error"] = (
+                error or f"cancelled while waiting for the provider: {self._why_cancelled()}"
+            )
+            # Nothing new to tell the model: the next round sends the same conversation.
+            return self._finish(path, meta, outcome, started)
+        if task.cancel.is_set():
+            meta["error"] = f"cancelled after the provider answered: {self._why_cancelled()}"
+            return self._finish(path, meta, CANCELLED, started)
+
+        try:
+            code = task.extract(completion.text, task.op)
+        except task.extract_error as exc:
+            reason = getattr(exc, "reason", None) or str(exc)
+            meta["error"] = f"no usable kernel in the answer: {reason}"
+            feedback = f"Your answer could not be tested: {reason}"
+            rl.write_text(path, "feedback.md", feedback)
+            self._feedback = {"status": NO_CODE, "reason": reason}
+            self._messages = self._next_messages(completion.text, "", feedback)
+            return self._finish(path, meta, NO_CODE, started)
+        candidate = rl.write_text(path, "candidate.py", code)
+
+        result, verdict_s, reused = self._judge(candidate, code, round_)
+        meta["verdict_s"] = verdict_s
+        meta["verdict_reused_from"] = reused
+        if result is None:
+            meta["error"] = f"cancelled while waiting for a sandbox: {self._why_cancelled()}"
+            return self._finish(path, meta, CANCELLED, started)
+        rl.write_verdict(path, result)
+        meta.update(status=str(result.status), tests=result.tests, passed=result.passed)
+        if result.status != Status.PASSED and task.cancel.is_set():
+            meta["error"] = f"cancelled while the candidate was tested: {self._why_cancelled()}"
+            return self._finish(path, meta, CANCELLED, started)
+
+        feedback = task.format_feedback(result, task.feedback_max_chars)
+        rl.write_text(path, "feedback.md", feedback)
+        self._feedback = result.to_json()
+        self._messages = self._next_messages(completion.text, code, feedback)
+        if result.status == Status.PASSED:
+            won = task.claim_win(w, round_, code)
+            return self._finish(path, meta, PASSED if won else PASSED_LATE, started)
+        if result.status == Status.SKIPPED:
+            meta["error"] = result.reason or "no test could run on this device"
+            task.mark_untestable(meta["error"])
+            return self._finish(path, meta, UNTESTABLE, started)
+        meta["error"] = result.reason or None
+        return self._finish(path, meta, FAILED, started)
+
+    def _why_cancelled(self) -> str:
+        task = self.task
+        if task.winner is not None:
+            return f"worker {task.winner[0]} passed in round {task.winner[1]}"
+        if task.untestable_reason is not None:
+            return "no test can run on this device"
+        return "the run was interrupted"
+
+    def _finish(self, path: Any, meta: dict[str, Any], outcome: str, started: float) -> str:
+        meta["outcome"] = outcome
+        meta["round_s"] = round(time.monotonic() - started, 3)
+        # meta.json last: its presence marks the round finished for --resume.
+        self.task.runlog.write_meta(path, meta)
+        self.task.runlog.emit(
+            "round_end",
+            op=self.task.op,
+            worker=self.number,
+            round=meta["round"],
+            outcome=outcome,
+            status=meta["status"],
+            tests=meta["tests"],
+            passed=meta["passed"],
+            input_tokens=meta["input_tokens"],
+            output_tokens=meta["output_tokens"],
+            cost_usd=meta["cost_usd"],
+            latency_s=meta["latency_s"],
+            verdict_s=meta["verdict_s"],
+            verdict_reused_from=meta.get("verdict_reused_from"),
+            reason=meta["error"],
+        )
+        return outcome
+
+    def _next_messages(self, response: str, code: str, feedback: str) -> list[Message]:
+        """The next round's conversation: the task, the last answer, and what was wrong with it.
+
+        Only the last exchange is kept, not every earlier round: the refine prompt already carries
+        the previous candidate and its verdict, and the conversation stays a bounded size.
+        """
+        refine = self.task.renderer.refine(self.task.prompt_context, code, feedback)
+        return [*self._base, Message("assistant", response), Message("user", refine)]
+
+    # ------------------------------------------------------------------ waiting, abandonably
+
+    def _call_provider(
+        self, messages: list[Message], context: OperatorContext, round_: int
+    ) -> tuple[Completion | None, str | None]:
+        """(completion, None), (None, reason) when the call failed, (None, None) when abandoned."""
+        task = self.task
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                completion = task.provider.complete(list(messages), context)
+                box["completion"] = completion
+                task.budget.charge(
+                    completion.input_tokens, completion.output_tokens, self._cost(completion)
+                )
+            except ProviderError as exc:
+                box["error"] = exc.reason
+            except Exception as exc:  # an SDK or provider bug is a failed round, with its reason
+                log.debug("provider %s raised", task.provider.name, exc_info=True)
+                box["error"] = f"{type(exc).__name__}: {exc}"
+            finally:
+                done.set()
+
+        thread = threading.Thread(
+            target=call, name=f"atenforge-call-{task.folder}-w{self.number}-r{round_}", daemon=True
+        )
+        with task.lock:
+            task.call_threads.append(thread)
+        thread.start()
+        while not done.wait(POLL_S):
+            if task.cancel.is_set():
+                return None, None
+        if "error" in box:
+            return None, str(box["error"])
+        return box["completion"], None
+
+    def _judge(
+        self, candidate: Any, code: str, round_: int
+    ) -> tuple[OperatorResult | None, float | None, str | None]:
+        """(verdict, seconds in the sandbox, whose verdict was reused); verdict None when cancelled.
+
+        A file already judged for this operator (another worker, or an earlier round, sent the
+        same text: the builtin writer is deterministic, LLMs at temperature 0 repeat themselves)
+        reuses that verdict instead of a second sandbox run; a worker that sends it while the
+        first judging is under way waits for it.
+        """
+        task = self.task
+        key = hashlib.sha256(code.encode("utf-8")).hexdigest()
+        with task.lock:
+            shared = task.verdicts.get(key)
+            mine = shared is None
+            if shared is None:
+                shared = task.verdicts[key] = SharedVerdict(f"worker_{self.number}/round_{round_}")
+        if not mine:
+            while not shared.done.wait(POLL_S):
+                if task.cancel.is_set():
+                    return None, None, None
+            if shared.result is not None:
+                return shared.result, None, shared.owner
+            # The first judging ended without a verdict (cancelled or crashed): judge it here.
+        try:
+            result, seconds = self._run_judge(candidate)
+            if mine:
+                shared.result = result
+            return result, seconds, None
+        finally:
+            if mine:
+                shared.done.set()
+
+    def _run_judge(self, candidate: Any) -> tuple[OperatorResult | None, float | None]:
+        """Test the candidate in the sandbox; None when cancelled before a sandbox was free."""
+        task = self.task
+        while not task.judge_slots.acquire(timeout=POLL_S):
+            if task.cancel.is_set():
+                return None, None
+        try:
+            if task.cancel.is_set():
+                return None, None
+            started = time.monotonic()
+            result = task.judge(
+                candidate,
+                task.op,
+                task.cases,
+                config=task.eval_config,
+                device=task.device,
+                cancel=task.cancel,
+            )
+            return result, round(time.monotonic() - started, 3)
+        finally:
+            task.judge_slots.release()
+
+    def _cost(self, completion: Completion) -> float | None:
+        if self.task.provider.name in FREE_PROVIDERS:
+            return 0.0
+        return self.task.estimate_cost(
+            completion.model or self.task.provider.model,
+            completion.input_tokens,
+            completion.output_tokens,
+            self.task.prices,
+        )
