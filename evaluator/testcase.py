@@ -87,6 +87,8 @@ class Device:
 class TestCase:
     """One serialized call of an operator: positional args, keyword args, and trace count."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     count: int = 0

@@ -172,9 +172,9 @@ _BOOL_REDUCTIONS = {"all": True, "any": False}
 
 
 class HostScalars(TorchDispatchMode):
-    """Answer `.item()` on fake tensors where the answer is safe to assume; for fake runs only.
+    """Answer `.item()` on fake/meta tensors where the answer is safe to assume.
 
-    Fake tensors have no values, so `bool(x.isfinite().all())` or `if mask.any():` would end a
+    Fake and meta tensors have no values, so `bool(x.isfinite().all())` or `if mask.any():` would end a
     fake run. Outputs of `all` are assumed True and of `any` False (finite activations, no
     padding) - what a real run with random weights and unpadded inputs gives. Any other read of
     a value still raises, and the caller falls back to a real run.
@@ -194,21 +194,22 @@ class HostScalars(TorchDispatchMode):
             hint = getattr(tensor, "_atenforge_host_value", None)
             if hint is not None:
                 return hint
-            if self.any_value and _is_fake(tensor):
+            if self.any_value and _is_valueless(tensor):
                 return _zero_of(tensor.dtype)
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
         if getattr(func, "namespace", None) == "aten":
             value = _BOOL_REDUCTIONS.get(base_name(normalize_op(func.name())))
-            if value is not None and isinstance(out, torch.Tensor) and _is_fake(out):
+            if value is not None and isinstance(out, torch.Tensor) and _is_valueless(out):
                 out._atenforge_host_value = value
         return out
 
 
-def _is_fake(tensor: Any) -> bool:
+def _is_valueless(tensor: Any) -> bool:
+    """A fake or meta tensor: one whose values do not exist, so any read must be answered."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    return isinstance(tensor, FakeTensor)
+    return isinstance(tensor, FakeTensor) or (isinstance(tensor, torch.Tensor) and tensor.is_meta)
 
 
 def _zero_of(dtype: torch.dtype) -> bool | int | float:
