@@ -114,12 +114,18 @@ def evaluate(
     config = config or EvalConfig()
     kdir = check_kernels_dir(kernels_dir)
     dev = resolve_device(device)
+    from evaluator.suites import cpu_runnable
+
+    # On the CPU, cases the interpreter can run come first, so the cap keeps testable ones; the
+    # agent's workers select with the same rule, so both phases see the same cases.
+    prefer = (lambda c: cpu_runnable(c, config.cpu.max_case_numel)) if dev == "cpu" else None
     selection = select_operators(
         suite,
         ops=ops,
         num_operators=num_operators,
         trace_file=trace_file,
         max_cases_per_op=config.max_cases_per_op,
+        prefer=prefer,
     )
     if write and run_dir is None:
         run_dir = create_run_dir(log_dir)
