@@ -7,6 +7,7 @@ round. Both return data; a kernel's failure is a result, never an exception.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable
@@ -57,6 +58,9 @@ def close_sandboxes() -> None:
         for box in _SANDBOXES.values():
             box.close()
         _SANDBOXES.clear()
+
+
+atexit.register(close_sandboxes)  # no fork server or scratch folder outlives the process
 
 
 def judge_candidate(
