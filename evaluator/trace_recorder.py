@@ -174,8 +174,8 @@ _BOOL_REDUCTIONS = {"all": True, "any": False}
 class HostScalars(TorchDispatchMode):
     """Answer `.item()` on fake/meta tensors where the answer is safe to assume.
 
-    Fake and meta tensors have no values, so `bool(x.isfinite().all())` or `if mask.any():` would end a
-    fake run. Outputs of `all` are assumed True and of `any` False (finite activations, no
+    Fake and meta tensors have no values, so `bool(x.isfinite().all())` or `if mask.any():`
+    would end a fake run. Outputs of `all` are assumed True and of `any` False (finite activations, no
     padding) - what a real run with random weights and unpadded inputs gives. Any other read of
     a value still raises, and the caller falls back to a real run.
 
