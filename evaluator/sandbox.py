@@ -504,9 +504,9 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
     if names & REJECT_FLAGS:
         result.status = Status.REJECTED
         bad = [f for f in flags if flag_name(f) in REJECT_FLAGS]
-        result.reason = f"rejected: {', '.join(bad)}" + (
-            f"; {first_bad.error_msg}" if first_bad and first_bad.error_msg else ""
-        )
+        detail = first_bad.error_msg if first_bad and first_bad.error_msg else ""
+        keep = detail and not detail.startswith("flags:")
+        result.reason = f"rejected: {', '.join(bad)}" + (f"; {detail}" if keep else "")
     elif names & ERROR_FLAGS or (fault is not None and fault[0] != "cancelled"):
         result.status = Status.ERROR
         result.reason = (first_bad.error_msg if first_bad and first_bad.error_msg else "") or (
