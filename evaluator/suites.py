@@ -59,9 +59,26 @@ _CREATE = "tensor creation from sizes only: nothing to compute from inputs"
 _UNINIT = "returns uninitialised memory: no defined values to compare"
 _VIEW = "view: aliases its input's memory, which a kernel launch cannot return; nothing to compute"
 _META = "metadata or bookkeeping only: no tensor values are computed"
+_DEVICE_LIB = (
+    "device-specific library kernel (cuDNN / memory-efficient attention): the overload exists only "
+    "on some devices and returns implementation-defined state (RNG seeds, saved statistics layout)"
+)
 
 # Exact overload name -> why the evaluator does not test it.
 EXCLUDED_OPS: dict[str, str] = {
+    **dict.fromkeys(
+        """_scaled_dot_product_cudnn_attention.default
+        _scaled_dot_product_cudnn_attention_backward.default
+        _scaled_dot_product_efficient_attention.default
+        _scaled_dot_product_efficient_attention_backward.default
+        _scaled_dot_product_flash_attention.default
+        _scaled_dot_product_flash_attention_backward.default
+        _scaled_dot_product_flash_attention_for_cpu.default
+        _scaled_dot_product_flash_attention_for_cpu_backward.default
+        cudnn_batch_norm.default cudnn_batch_norm_backward.default
+        miopen_batch_norm.default""".split(),
+        _DEVICE_LIB,
+    ),
     **dict.fromkeys(
         """bernoulli.default bernoulli.p bernoulli_.float bernoulli_.Tensor dropout.default
         native_dropout.default feature_dropout.default alpha_dropout.default _fused_dropout.default

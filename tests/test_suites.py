@@ -254,7 +254,8 @@ def test_torchbench_suite_loads_with_exclusions_and_is_deterministic():
 
 def test_torchbench_ops_by_base_name():
     sel = select_operators("torchbench", ops=["add", "relu_"])
-    assert sorted(_names(sel)) == ["add.Tensor", "relu_.default"]
+    assert {base_name(op) for op in _names(sel)} == {"add", "relu_"}
+    assert {"add.Tensor", "relu_.default"} <= set(_names(sel))
     assert {base_name(op) for op in _names(select_operators("torchbench", ops=["add_"]))} == {
         "add_"
     }
