@@ -61,11 +61,16 @@ def measure(mode: str, device: str, n: int) -> dict:
         first = box.judge(KERNEL, "add.Tensor", cases)
         first_s = time.perf_counter() - t0
         assert first.status.value == "passed", first.reason
+        print(f"{mode} first: {first_s:.3f} s {first.phases_s}", flush=True)
+        phases: dict[str, list[float]] = {}
         for _ in range(n):
             t0 = time.perf_counter()
             res = box.judge(KERNEL, "add.Tensor", cases)
             times.append(time.perf_counter() - t0)
             assert res.status.value == "passed", res.reason
+            print(f"{mode}: {times[-1]:.3f} s {res.phases_s}", flush=True)
+            for k, v in res.phases_s.items():
+                phases.setdefault(k, []).append(v)
     times.sort()
     return {
         "mode": mode,
@@ -76,6 +81,7 @@ def measure(mode: str, device: str, n: int) -> dict:
         "median_s": round(statistics.median(times), 3),
         "p90_s": round(times[int(0.9 * (len(times) - 1))], 3),
         "min_s": round(times[0], 3),
+        "median_phase_s": {k: round(statistics.median(v), 3) for k, v in phases.items()},
     }
 
 

@@ -123,6 +123,7 @@ class OperatorResult:
     reason: str = ""
     results: list[TestResult] = field(default_factory=list)
     wall_s: float | None = None
+    phases_s: dict[str, float] = field(default_factory=dict)  # sandbox phases, for cost analysis
 
     @property
     def pass_rate(self) -> float:

@@ -79,6 +79,21 @@ class JobState:
     prepared_at: float | None = None
     loaded_at: float | None = None
     done: bool = False
+    begun_at: float | None = None  # the child exists (forked or spawned)
+    done_at: float | None = None
+
+    def phases(self) -> dict[str, float]:
+        """Seconds per phase as seen by the parent: spawn, prepare (inputs + eager
+        references, CUDA init), import (kernel module), tests (calls, checks, timing)."""
+        marks = [("prepare", self.prepared_at), ("import", self.loaded_at), ("tests", self.done_at)]
+        out: dict[str, float] = {}
+        last = self.begun_at
+        for name, mark in marks:
+            if last is None or mark is None:
+                break
+            out[name] = round(mark - last, 4)
+            last = mark
+        return out
 
     def read(self, path: Path) -> None:
         try:
@@ -115,6 +130,7 @@ class JobState:
                 self.test_started_at = now
             elif kind == "done":
                 self.done = True
+                self.done_at = now
 
 
 class _ForkServer:
@@ -254,6 +270,8 @@ class Sandbox:
             outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
         result = assemble(op, str(kernel_file), cases, outcome)
         result.wall_s = time.monotonic() - started
+        result.phases_s = {"submit": round((outcome.state.begun_at or started) - started, 4)}
+        result.phases_s |= outcome.state.phases()
         if not keep_job_dir:
             shutil.rmtree(job_dir, ignore_errors=True)
         return result
@@ -297,6 +315,7 @@ class Sandbox:
                 )
             pid = proc.pid
         begin = time.monotonic()
+        state.begun_at = begin
         while True:
             code = self._exit_code(proc, queue)
             state.read(results)
