@@ -170,7 +170,8 @@ def evaluate(
         futures = [pool.submit(one, oc.op, oc.cases) for oc in selection.ops]
         results = [f.result() for f in futures]
     run_info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    notes = list(selection.errors)
+    run_info["suite_summary"] = selection.summary()
+    notes = [selection.summary(), *selection.errors]
     if dev == "cpu":
         notes.append("CPU run: kernels ran in Triton's interpreter; performance is not measured.")
     report = Report(

@@ -140,6 +140,16 @@ class Selection:
     ops: list[OpCases]
     excluded: list[tuple[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    num_models: int = 0  # distinct models behind the source trace (0 = unknown)
+
+    def summary(self) -> str:
+        """One line for reports: operator, case and model counts."""
+        cases = sum(len(oc.cases) for oc in self.ops)
+        models = f", traced from {self.num_models} models" if self.num_models else ""
+        return (
+            f"{self.suite}: {len(self.ops)} operators, {cases} test cases"
+            f"{models}; {len(self.excluded)} operators excluded"
+        )
 
 
 def cpu_runnable(case: TestCase, max_case_numel: int) -> bool:
@@ -160,7 +170,7 @@ def select_operators(
         raise UsageError(f"--num-operators must be at least 1 (got {num_operators}).")
     if max_cases_per_op < 1:
         raise UsageError(f"max_cases_per_op must be at least 1 (got {max_cases_per_op}).")
-    name, cases, models, errors = _load_source(suite, trace_file)
+    name, cases, models, errors, num_models = _load_source(suite, trace_file)
 
     available = [op for op in cases if op not in EXCLUDED_OPS]
     if not available:
@@ -193,7 +203,9 @@ def select_operators(
         )
         for op in ranked
     ]
-    return Selection(suite=name, ops=selected, excluded=excluded, errors=errors)
+    return Selection(
+        suite=name, ops=selected, excluded=excluded, errors=errors, num_models=num_models
+    )
 
 
 def rank_cases(
@@ -225,8 +237,8 @@ def rank_cases(
 
 def _load_source(
     suite: str | None, trace_file: str | Path | None
-) -> tuple[str, dict[str, list[TestCase]], dict[str, int], list[str]]:
-    """(suite name, cases per op, models per op, errors) of the chosen source."""
+) -> tuple[str, dict[str, list[TestCase]], dict[str, int], list[str], int]:
+    """(suite name, cases per op, models per op, errors, distinct models) of the source."""
     if trace_file is not None:
         path = Path(trace_file)
         return (f"trace:{path}", *_load_trace_file(path, "--trace-file"))
@@ -240,7 +252,7 @@ def _load_source(
         cases = opinfo_cases()
         if not cases:
             raise UsageError("the opinfo suite found no usable operators in this torch build.")
-        return suite, cases, {}, []
+        return suite, cases, {}, [], 0
     if suite not in SUITE_FILES:
         raise UsageError(
             f"unknown suite {suite!r}: choose one of {', '.join(SUITES)}, or pass --trace-file PATH."
@@ -250,7 +262,7 @@ def _load_source(
 
 def _load_trace_file(
     path: Path, what: str
-) -> tuple[dict[str, list[TestCase]], dict[str, int], list[str]]:
+) -> tuple[dict[str, list[TestCase]], dict[str, int], list[str], int]:
     if not path.is_file():
         raise UsageError(
             f"trace file '{path}' does not exist: pass an existing BackendBench trace to {what}."
@@ -273,24 +285,25 @@ def _load_trace_file(
         raise UsageError(
             f"trace file '{path}' has no valid operators{first}: fix the file or pass another."
         )
-    models, sidecar_errors = _sidecar_models(path)
-    return cases, models, errors + sidecar_errors
+    models, num_models, sidecar_errors = _sidecar_models(path)
+    return cases, models, errors + sidecar_errors, num_models
 
 
-def _sidecar_models(path: Path) -> tuple[dict[str, int], list[str]]:
-    """Models per op from `X.json` next to `X.txt` (written by the tracer); {} when absent."""
+def _sidecar_models(path: Path) -> tuple[dict[str, int], int, list[str]]:
+    """Models per op and distinct models from `X.json` next to `X.txt` (the tracer's sidecar)."""
     sidecar = path.with_suffix(".json")
     if not sidecar.is_file():
-        return {}, []
+        return {}, 0, []
     try:
         data = json.loads(sidecar.read_text(encoding="utf-8"))
-        return {
-            normalize_op(op): len(info.get("models", [])) for op, info in data["ops"].items()
-        }, []
+        per_op = {normalize_op(op): len(info.get("models", [])) for op, info in data["ops"].items()}
+        return per_op, len(data.get("models", [])), []
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        return {}, [
-            f"{sidecar}: unreadable sidecar ({exc.__class__.__name__}); ranking by count only"
-        ]
+        return (
+            {},
+            0,
+            [f"{sidecar}: unreadable sidecar ({exc.__class__.__name__}); ranking by count only"],
+        )
 
 
 # ---------------------------------------------------------------- --ops

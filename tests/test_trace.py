@@ -401,3 +401,29 @@ def test_every_case_text_of_a_zoo_style_run_parses():
     for _, text in result.calls:
         assert parse_case(text).serialize() == text
     assert any("torch.bfloat16" in text for _, text in result.calls)
+
+
+# ---------------------------------------------------------------- trace -> evaluation
+
+
+def test_operator_from_own_trace_evaluates_end_to_end(tmp_path):
+    """Trace a model of our own, then judge a real kernel on the cases that trace recorded."""
+    from conftest import FIXTURES
+
+    from evaluator.config import EvalConfig
+    from evaluator.evaluate import evaluate
+    from evaluator.results import Status
+
+    trace = make_tiny_trace(tmp_path)
+    report = evaluate(
+        FIXTURES / "kernels" / "corpus",
+        trace_file=trace,
+        ops=["gelu.default"],
+        config=EvalConfig(),
+        device="cpu",
+        run_dir=tmp_path / "run",
+    )
+    (result,) = report.operators
+    assert result.op == "gelu.default"
+    assert result.status is Status.PASSED, result.reason
+    assert result.tests >= 1
