@@ -1,0 +1,217 @@
+"""Shared pieces of the kernel files that builtin writers emit (all families reuse them).
+
+Every emitted file is standalone (design §4, sandbox rule): it imports only torch, triton and
+triton.language, defines `<folder>_kernel_impl(*args, **kwargs)` for the overload's exact schema,
+and launches `@triton.jit` kernels. The helpers here produce the parts every file shares:
+
+- `file_header`: module docstring (op, schema, plan, variant) and imports;
+- `binder_source`: `_bind(args, kwargs) -> dict` naming the call's arguments after the schema;
+- `DTYPE_SOURCE`: `_TL_DTYPE` (torch -> triton dtypes) and `_compute_dtype` (f16/bf16 widen to
+  f32: needed for accuracy and because Triton's CPU interpreter computes bf16 wrongly otherwise);
+- `OFFSETS_SOURCE`: program offsets in int64 when sizes may pass 2**31 (`IDX64` constexpr);
+- `launch_config_source`: `_launch_config(n, device) -> (BLOCK, num_warps)`, the one place where
+  block sizes are chosen;
+- `render_file`: joins sections and checks the result is valid Python.
+
+Helpers return source text; nothing here runs a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from typing import Any
+
+import torch
+
+from evaluator.naming import kernel_function_name, normalize_op
+
+# Real dtypes the builtin kernels handle (complex, fp8 and wide unsigned types are declined).
+SUPPORTED_DTYPES: frozenset[torch.dtype] = frozenset(
+    {
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.int8,
+        torch.uint8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    }
+)
+FLOAT_DTYPES: frozenset[torch.dtype] = frozenset(
+    {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+)
+
+
+def schema_of(op: str) -> Any:
+    """torch's FunctionSchema for an overload (`add.Tensor`); KeyError when torch has none."""
+    name, overload = normalize_op(op).split(".", 1)
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None or overload not in packet.overloads():
+        raise KeyError(f"torch has no aten::{name}.{overload}")
+    return getattr(packet, overload)._schema
+
+
+def function_name(op: str) -> str:
+    """The entry point a kernel file must define, e.g. `add__Tensor_kernel_impl`."""
+    return kernel_function_name(op)
+
+
+def py_literal(value: Any) -> str:
+    """A schema default as Python source (`inf` and `nan` have no literal of their own)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    return repr(value)
+
+
+def file_header(op: str, *, summary: str, plan: str, variant: int, schema: Any) -> str:
+    """Module docstring and imports. `plan` says how the kernel works, in a sentence or two."""
+    plan_text = textwrap.fill(plan, width=96)
+    return (
+        f'"""aten::{normalize_op(op)} as a Triton kernel: {summary}\n\n'
+        f"Written by atenforge's builtin provider (builtin-v1, variant {variant}).\n"
+        f"Schema: {schema}\n\n"
+        f"{plan_text}\n"
+        '"""\n\n'
+        "import torch\n"
+        "import triton\n"
+        "import triton.language as tl\n\n"
+        f'_OP = "aten::{normalize_op(op)}"\n'
+    )
+
+
+def binder_source(schema: Any) -> str:
+    """`_bind(args, kwargs) -> dict[str, value]` for the schema, defaults filled in.
+
+    Optional parameters without a default bind to None. Keyword-only parameters are also accepted
+    positionally (callers replay recorded calls; being lenient there costs nothing).
+    """
+    names: list[str] = []
+    defaults: dict[str, str] = {}
+    for arg in schema.arguments:
+        names.append(arg.name)
+        if arg.has_default_value():
+            defaults[arg.name] = py_literal(arg.default_value)
+        elif type(arg.type).__name__ == "OptionalType":
+            defaults[arg.name] = "None"
+    params = repr(tuple(names))
+    default_items = ", ".join(f"{k!r}: {v}" for k, v in defaults.items())
+    return (
+        f"_PARAMS = {params}\n"
+        f"_DEFAULTS = {{{default_items}}}\n\n\n"
+        "def _bind(args, kwargs):\n"
+        '    """Name the call\'s arguments after the schema\'s parameters, filling in defaults."""\n'
+        "    if len(args) > len(_PARAMS):\n"
+        '        raise TypeError(f"{_OP} takes at most {len(_PARAMS)} arguments ({len(args)} given)")\n'
+        "    bound = dict(zip(_PARAMS, args))\n"
+        "    for name, value in kwargs.items():\n"
+        "        if name not in _PARAMS:\n"
+        '            raise TypeError(f"{_OP} got an unexpected keyword argument {name!r}")\n'
+        "        if name in bound:\n"
+        '            raise TypeError(f"{_OP} got multiple values for argument {name!r}")\n'
+        "        bound[name] = value\n"
+        "    for name in _PARAMS:\n"
+        "        if name not in bound:\n"
+        "            if name not in _DEFAULTS:\n"
+        '                raise TypeError(f"{_OP} missing required argument {name!r}")\n'
+        "            bound[name] = _DEFAULTS[name]\n"
+        "    return bound\n"
+    )
+
+
+DTYPE_SOURCE = '''\
+_TL_DTYPE = {
+    torch.float16: tl.float16,
+    torch.bfloat16: tl.bfloat16,
+    torch.float32: tl.float32,
+    torch.float64: tl.float64,
+    torch.int8: tl.int8,
+    torch.uint8: tl.uint8,
+    torch.int16: tl.int16,
+    torch.int32: tl.int32,
+    torch.int64: tl.int64,
+    torch.bool: tl.int1,
+}
+
+
+def _compute_dtype(dtype):
+    """The dtype arithmetic runs in: f16/bf16 widen to f32 (as eager's opmath does; Triton's CPU
+    interpreter also gets bf16 arithmetic wrong otherwise), bool widens to int32."""
+    if dtype in (torch.float16, torch.bfloat16, torch.float32):
+        return tl.float32
+    if dtype == torch.bool:
+        return tl.int32
+    if dtype not in _TL_DTYPE:
+        raise TypeError(f"{_OP}: dtype {dtype} is not supported by this kernel")
+    return _TL_DTYPE[dtype]
+'''
+
+# Program offsets; the wrapper sets IDX64 when an offset may pass 2**31 (int32 math would wrap
+# and fault, design §9), otherwise int32 index math is cheaper on the GPU.
+OFFSETS_SOURCE = """\
+pid = tl.program_id(0)
+if IDX64:
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+else:
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+mask = offs < n
+"""
+
+# Block-size policy per variant: (fixed BLOCK or None, num_warps for a fixed BLOCK).
+_FIXED_BLOCKS: dict[int, tuple[int, int] | None] = {0: None, 1: None, 2: (256, 4)}
+
+
+def launch_config_source(variant: int) -> str:
+    """`_launch_config(n, device) -> (BLOCK, num_warps)` for a 1-D elementwise-style launch.
+
+    On a GPU (H200): 1024 elements / 4 warps per program up to 4M elements, 2048 / 8 warps above
+    (8 elements per thread either way: two 16-byte loads per operand for f32). On the CPU the
+    kernel runs in Triton's interpreter, which executes programs one after another, so fewer,
+    larger programs are much faster there. Variant 2 pins a small block as a last resort.
+    """
+    fixed = _FIXED_BLOCKS.get(variant, _FIXED_BLOCKS[max(_FIXED_BLOCKS)])
+    if fixed is not None:
+        return (
+            "def _launch_config(n, device):\n"
+            '    """(BLOCK, num_warps): a small fixed block (fallback variant)."""\n'
+            f"    return {fixed[0]}, {fixed[1]}\n"
+        )
+    return (
+        "def _launch_config(n, device):\n"
+        '    """(BLOCK, num_warps) for n elements: sized for an H200; on the CPU (Triton\'s\n'
+        '    interpreter runs programs one by one) fewer, larger programs are faster."""\n'
+        '    if device.type == "cpu":\n'
+        "        return min(max(triton.next_power_of_2(n), 128), 16384), 4\n"
+        "    if n < (1 << 22):\n"
+        "        return 1024, 4\n"
+        "    return 2048, 8\n"
+    )
+
+
+def indent(text: str, levels: int = 1) -> str:
+    return textwrap.indent(text, "    " * levels, lambda line: bool(line.strip()))
+
+
+def render_file(*sections: str) -> str:
+    """Join sections with two blank lines; raise SyntaxError if the result is not valid Python."""
+    text = "\n\n\n".join(s.strip("\n") for s in sections if s.strip()) + "\n"
+    compile(text, "<builtin kernel>", "exec")
+    return text
+
+
+def case_dtypes(cases: list[Any]) -> set[torch.dtype]:
+    """Every tensor dtype the cases mention."""
+    found: set[torch.dtype] = set()
+    for case in cases:
+        found.update(spec.dtype for spec in case.tensor_specs())
+    return found
+
+
+def unsupported_dtypes(cases: list[Any]) -> set[torch.dtype]:
+    """Dtypes in the cases that builtin kernels do not handle (writers then return None)."""
+    return case_dtypes(cases) - SUPPORTED_DTYPES

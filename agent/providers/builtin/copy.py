@@ -1,0 +1,351 @@
+"""Copy family of the builtin provider: _to_copy (dtype casts), clone, lift_fresh_copy, copy_,
+copy, and fills (fill_.Scalar, fill_.Tensor, zero_, zeros_like, ones_like, full_like, new_zeros,
+new_ones, new_full).
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. complex tensors).
+Same request -> same text.
+
+How the generated kernels work:
+- outputs are allocated as eager does (`empty_like` with the requested memory format, so
+  `preserve_format` keeps a dense input's strides);
+- a copy merges dims that both tensors step through as one (a contiguous -> contiguous cast is a
+  flat 1-D launch). Anything else runs a 2-D tile kernel whose axes are the destination's and the
+  source's fastest dims, so a transposing copy reads and writes coalesced (Triton converts the
+  tile layout through shared memory); up to four more dims come from the program id. Broadcast
+  sources (copy_) have stride 0;
+- casts from fp16/bf16 go through fp32 (Triton's CPU interpreter converts bf16 wrongly
+  otherwise); casts to bool are `!= 0`, as in eager;
+- fills write a value converted once by the kernel; fill_.Tensor reads its 0-d value on device.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+from agent.providers.builtin import codegen
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: merged-dims plan, big blocks; 1: small blocks
+
+PRELUDE = """import os
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_CONSERVATIVE = $conservative  # variant >= 1: small blocks
+_MAX_OUTER = 4
+"""
+
+# Shared with the data-movement family (gather.py): a strided, casting copy.
+COPY_SOURCE = '''_TL = {
+    torch.float16: tl.float16,
+    torch.bfloat16: tl.bfloat16,
+    torch.float32: tl.float32,
+    torch.float64: tl.float64,
+    torch.int8: tl.int8,
+    torch.uint8: tl.uint8,
+    torch.int16: tl.int16,
+    torch.int32: tl.int32,
+    torch.int64: tl.int64,
+    torch.bool: tl.int1,
+}
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+@triton.jit
+def _convert(v, DST: tl.constexpr, WIDEN: tl.constexpr):
+    if WIDEN:
+        v = v.to(tl.float32)
+    if DST == tl.int1:
+        return v != 0
+    return v.to(DST)
+
+
+@triton.jit
+def _copy_flat(src_ptr, dst_ptr, n, DST: tl.constexpr, WIDEN: tl.constexpr,
+               BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(src_ptr + offs, mask=mask)
+    tl.store(dst_ptr + offs, _convert(v, DST, WIDEN), mask=mask)
+
+
+@triton.jit
+def _copy_tiled(src_ptr, dst_ptr, DX, DY, D0, D1, D2, D3,
+                sx_s, sy_s, s0_s, s1_s, s2_s, s3_s, sx_d, sy_d, s0_d, s1_d, s2_d, s3_d, NBX, NBY,
+                DST: tl.constexpr, WIDEN: tl.constexpr,
+                BLOCK_Y: tl.constexpr, BLOCK_X: tl.constexpr):
+    """Tile [BLOCK_Y, BLOCK_X] over dims (Y, X); the program id also walks 4 outer dims."""
+    pid = tl.program_id(0).to(tl.int64)
+    bx = pid % NBX
+    rest = pid // NBX
+    by = rest % NBY
+    o = rest // NBY
+    i3 = o % D3
+    o = o // D3
+    i2 = o % D2
+    o = o // D2
+    i1 = o % D1
+    i0 = o // D1
+    base_s = i0 * s0_s + i1 * s1_s + i2 * s2_s + i3 * s3_s
+    base_d = i0 * s0_d + i1 * s1_d + i2 * s2_d + i3 * s3_d
+    y = by * BLOCK_Y + tl.arange(0, BLOCK_Y)
+    x = bx * BLOCK_X + tl.arange(0, BLOCK_X)
+    mask = (y[:, None] < DY) & (x[None, :] < DX)
+    v = tl.load(src_ptr + base_s + y[:, None] * sy_s + x[None, :] * sx_s, mask=mask)
+    tl.store(dst_ptr + base_d + y[:, None] * sy_d + x[None, :] * sx_d,
+             _convert(v, DST, WIDEN), mask=mask)
+
+
+def _merge(shape, strides_a, strides_b):
+    """Drop size-1 dims and merge neighbours both tensors step through as one (row-major)."""
+    dims = [(s, a, b) for s, a, b in zip(shape, strides_a, strides_b) if s != 1]
+    merged = []
+    for s, a, b in dims:
+        if merged:
+            ps, pa, pb = merged[-1]
+            if pa == a * s and pb == b * s:
+                merged[-1] = (ps * s, a, b)
+                continue
+        merged.append((s, a, b))
+    return merged
+
+
+def _widen(src_dtype, dst_dtype):
+    return src_dtype in (torch.float16, torch.bfloat16) and dst_dtype != src_dtype
+
+
+def _blocks_1d(n):
+    if _INTERPRET or _CONSERVATIVE:
+        return max(16, min(_pow2(n), 4096 if _INTERPRET else 1024)), 4
+    return (2048, 8) if n >= (1 << 22) else (1024, 4)
+
+
+def _strided_copy(dst, src):
+    """dst[...] = src[...] (src already expanded to dst's shape), converting the dtype."""
+    if dst.numel() == 0:
+        return dst
+    if dst.dtype not in _TL or src.dtype not in _TL:
+        raise TypeError(f"{_OP}: dtype {src.dtype} -> {dst.dtype} is not supported by this kernel")
+    dst_tl = _TL[dst.dtype]
+    widen = _widen(src.dtype, dst.dtype)
+    dims = _merge(list(dst.shape), list(src.stride()), list(dst.stride()))
+    if not dims or (len(dims) == 1 and dims[0][1] == 1 and dims[0][2] == 1):
+        n = dst.numel()
+        block, warps = _blocks_1d(n)
+        _copy_flat[(_cdiv(n, block),)](src, dst, n, DST=dst_tl, WIDEN=widen, BLOCK=block,
+                                        num_warps=warps)
+        return dst
+    # X: the destination's fastest dim; Y: the source's fastest other dim (a transpose tile)
+    order = list(range(len(dims)))
+    x = min(order, key=lambda d: (dims[d][2], -d))
+    rest = [d for d in order if d != x]
+    y = min(rest, key=lambda d: (dims[d][1], -d)) if rest else None
+    outer = [d for d in rest if d != y]
+    if len(outer) > _MAX_OUTER:
+        raise NotImplementedError(f"{_OP}: copies with more than {_MAX_OUTER + 2} merged dims are not supported")
+    outer = [None] * (_MAX_OUTER - len(outer)) + outer
+    size = lambda d: 1 if d is None else dims[d][0]
+    s_src = lambda d: 0 if d is None else dims[d][1]
+    s_dst = lambda d: 0 if d is None else dims[d][2]
+    dx, dy = size(x), size(y)
+    small = _INTERPRET or _CONSERVATIVE
+    cap = 32 if small else 64
+    block_x = max(2, min(_pow2(dx), cap if dy > 1 else (1024 if not small else 256)))
+    block_y = max(1, min(_pow2(dy), cap if dx > 1 else 1024))
+    if dy == 1:
+        block_y = 1
+    nbx, nby = _cdiv(dx, block_x), _cdiv(dy, block_y)
+    n_outer = 1
+    for d in outer:
+        n_outer *= size(d)
+    _copy_tiled[(nbx * nby * n_outer,)](
+        src, dst, dx, dy, *[size(d) for d in outer],
+        s_src(x), s_src(y), *[s_src(d) for d in outer],
+        s_dst(x), s_dst(y), *[s_dst(d) for d in outer], nbx, nby,
+        DST=dst_tl, WIDEN=widen, BLOCK_Y=block_y, BLOCK_X=block_x,
+        num_warps=4 if block_x * block_y <= 2048 else 8)
+    return dst
+'''
+
+_FILL_SOURCE = '''@triton.jit
+def _fill_flat(dst_ptr, value_ptr, value, n, FROM_PTR: tl.constexpr, IS_FLOAT: tl.constexpr,
+               DST: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if FROM_PTR:
+        v = tl.load(value_ptr + offs * 0)
+    elif IS_FLOAT:
+        v = tl.zeros([BLOCK], tl.float32) + value
+    else:
+        v = tl.zeros([BLOCK], tl.int64) + value
+    tl.store(dst_ptr + offs, _convert(v, DST, False), mask=mask)
+
+
+def _fill(dst, value):
+    """Write `value` (a Python number or a 0-d tensor) into every element of dst."""
+    if dst.numel() == 0:
+        return dst
+    if dst.dtype not in _TL:
+        raise TypeError(f"{_OP}: dtype {dst.dtype} is not supported by this kernel")
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
+        # a broadcast read of the value (stride 0), cast on the fly
+        return _strided_copy(dst, value.expand(dst.shape))
+    target = dst if dst.is_contiguous() else torch.empty((1,), dtype=dst.dtype, device=dst.device)
+    n = target.numel()
+    block, warps = _blocks_1d(n)
+    if isinstance(value, bool):
+        value = int(value)
+    is_float = isinstance(value, float) or dst.is_floating_point()
+    _fill_flat[(_cdiv(n, block),)](target, target, float(value) if is_float else int(value), n,
+                                    FROM_PTR=False, IS_FLOAT=is_float, DST=_TL[dst.dtype],
+                                    BLOCK=block, num_warps=warps)
+    if target is not dst:
+        _strided_copy(dst, target.expand(dst.shape))
+    return dst
+
+
+def _like(self, dtype, layout, device, memory_format):
+    if layout is not None and layout != torch.strided:
+        raise NotImplementedError(f"{_OP}: only strided tensors are supported, got {layout}")
+    if device is not None and torch.device(device) != self.device:
+        dev = torch.device(device)
+        if dev.type != self.device.type or (dev.index is not None and dev.index != self.device.index):
+            raise NotImplementedError(f"{_OP}: copies across devices are not supported by a Triton kernel")
+    return torch.empty_like(
+        self,
+        dtype=dtype if dtype is not None else self.dtype,
+        memory_format=memory_format if memory_format is not None else torch.preserve_format,
+    )
+
+
+def _new(self, size, dtype, layout, device):
+    if layout is not None and layout != torch.strided:
+        raise NotImplementedError(f"{_OP}: only strided tensors are supported, got {layout}")
+    dev = torch.device(device) if device is not None else self.device
+    return torch.empty(list(size), dtype=dtype if dtype is not None else self.dtype, device=dev)
+'''
+
+_ENTRY = '''def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_LIKE_KW = "dtype=None, layout=None, device=None, pin_memory=None"
+
+_SPECS: dict[str, tuple[str, str]] = {
+    "_to_copy.default": (
+        "copy with an optional dtype cast (memory format preserved)",
+        f"""def _op(self, *, {_LIKE_KW}, non_blocking=False, memory_format=None):
+    out = _like(self, dtype, layout, device, memory_format)
+    return _strided_copy(out, self)""",
+    ),
+    "clone.default": (
+        "copy (memory format preserved unless given)",
+        """def _op(self, *, memory_format=None):
+    out = _like(self, None, None, None, memory_format)
+    return _strided_copy(out, self)""",
+    ),
+    "lift_fresh_copy.default": (
+        "copy (memory format preserved)",
+        """def _op(self):
+    out = _like(self, None, None, None, None)
+    return _strided_copy(out, self)""",
+    ),
+    "copy_.default": (
+        "in-place copy of src (broadcast, cast) into self",
+        """def _op(self, src, non_blocking=False):
+    return _strided_copy(self, src.expand(self.shape))""",
+    ),
+    "copy.default": (
+        "out-of-place copy of src (broadcast, cast) into a tensor like self",
+        """def _op(self, src, non_blocking=False):
+    out = _like(self, None, None, None, None)
+    return _strided_copy(out, src.expand(self.shape))""",
+    ),
+    "fill_.Scalar": (
+        "in-place fill with a number",
+        """def _op(self, value):
+    return _fill(self, value)""",
+    ),
+    "fill_.Tensor": (
+        "in-place fill with a 0-d tensor's value",
+        """def _op(self, value):
+    return _fill(self, value)""",
+    ),
+    "zero_.default": (
+        "in-place fill with zeros",
+        """def _op(self):
+    return _fill(self, 0)""",
+    ),
+    "zeros_like.default": (
+        "a tensor like self filled with 0",
+        f"""def _op(self, *, {_LIKE_KW}, memory_format=None):
+    return _fill(_like(self, dtype, layout, device, memory_format), 0)""",
+    ),
+    "ones_like.default": (
+        "a tensor like self filled with 1",
+        f"""def _op(self, *, {_LIKE_KW}, memory_format=None):
+    return _fill(_like(self, dtype, layout, device, memory_format), 1)""",
+    ),
+    "full_like.default": (
+        "a tensor like self filled with fill_value",
+        f"""def _op(self, fill_value, *, {_LIKE_KW}, memory_format=None):
+    return _fill(_like(self, dtype, layout, device, memory_format), fill_value)""",
+    ),
+    "new_zeros.default": (
+        "a new tensor of the given size filled with 0",
+        f"""def _op(self, size, *, {_LIKE_KW}):
+    return _fill(_new(self, size, dtype, layout, device), 0)""",
+    ),
+    "new_ones.default": (
+        "a new tensor of the given size filled with 1",
+        f"""def _op(self, size, *, {_LIKE_KW}):
+    return _fill(_new(self, size, dtype, layout, device), 1)""",
+    ),
+    "new_full.default": (
+        "a new tensor of the given size filled with fill_value",
+        f"""def _op(self, size, fill_value, *, {_LIKE_KW}):
+    return _fill(_new(self, size, dtype, layout, device), fill_value)""",
+    ),
+}
+
+_PLAN = (
+    "Plan: outputs are allocated as eager does (empty_like keeps a dense input's strides); dims "
+    "both tensors step through as one are merged, so a contiguous copy is a flat launch; other "
+    "copies run a 2-D tile over the destination's and the source's fastest dims (coalesced "
+    "transposes), with up to four more dims from the program id. fp16/bf16 sources are converted "
+    "through fp32; casts to bool are != 0."
+)
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None or codegen.unsupported_dtypes(request.cases):
+        return None
+    summary, body = spec
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        COPY_SOURCE,
+        _FILL_SOURCE,
+        body,
+        Template(_ENTRY).substitute(fn=codegen.function_name(request.op), op=request.op),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

@@ -1,0 +1,292 @@
+"""Data-movement family of the builtin provider: cat, stack, embedding, index_select, gather.
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. complex tensors).
+Same request -> same text.
+
+How the generated kernels work:
+- cat/stack: the output is allocated once (dtype promoted as eager does, channels-last kept when
+  every input is channels-last) and each input is copied into its slice (a view) by the copy
+  family's strided, casting copy kernel, one launch per input;
+- embedding: a [rows x embedding_dim] tile per program, each row reading `weight[index]`
+  through the weight's strides;
+- index_select: the input (made contiguous) is read as [outer, size, inner]; a tile of
+  (outer, selected) rows x inner columns reads `self[o, index[l], i]`;
+- gather: one flat launch over the index's elements, the position decomposed over up to six
+  dims, the source addressed through its strides with the gathered dim replaced by the index.
+Indices are loaded as int64, offsets are int64.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+from agent.providers.builtin import codegen
+from agent.providers.builtin.copy import COPY_SOURCE, PRELUDE
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: big blocks; 1: small blocks
+
+_INDEX_SOURCE = '''
+
+@triton.jit
+def _embedding_kernel(w_ptr, idx_ptr, out_ptr, R, D, s_w0, s_w1,
+                      BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_D + tl.arange(0, BLOCK_D)
+    ok = rows < R
+    idx = tl.load(idx_ptr + rows, mask=ok, other=0).to(tl.int64)
+    m = ok[:, None] & (cols[None, :] < D)
+    v = tl.load(w_ptr + idx[:, None] * s_w0 + cols[None, :] * s_w1, mask=m)
+    tl.store(out_ptr + rows[:, None] * D + cols[None, :], v, mask=m)
+
+
+@triton.jit
+def _index_select_kernel(x_ptr, idx_ptr, out_ptr, ROWS, L, S, INNER,
+                         BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
+    ok = rows < ROWS
+    o = rows // L
+    j = rows % L
+    idx = tl.load(idx_ptr + j, mask=ok, other=0).to(tl.int64)
+    m = ok[:, None] & (cols[None, :] < INNER)
+    src = (o * S + idx)[:, None] * INNER + cols[None, :]
+    v = tl.load(x_ptr + src, mask=m)
+    tl.store(out_ptr + rows[:, None] * INNER + cols[None, :], v, mask=m)
+
+
+@triton.jit
+def _gather_kernel(x_ptr, idx_ptr, out_ptr, n, D0, D1, D2, D3, D4, D5,
+                   sx0, sx1, sx2, sx3, sx4, sx5, si0, si1, si2, si3, si4, si5, sx_dim,
+                   BLOCK: tl.constexpr):
+    """out[p] = x[p's position with dim `dim` replaced by index[p]] (sx_dim its stride; the
+    gathered dim's own stride in sx* is 0)."""
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < n
+    r = p
+    i5 = r % D5
+    r = r // D5
+    i4 = r % D4
+    r = r // D4
+    i3 = r % D3
+    r = r // D3
+    i2 = r % D2
+    r = r // D2
+    i1 = r % D1
+    i0 = r // D1
+    ioff = i0 * si0 + i1 * si1 + i2 * si2 + i3 * si3 + i4 * si4 + i5 * si5
+    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int64)
+    xoff = i0 * sx0 + i1 * sx1 + i2 * sx2 + i3 * sx3 + i4 * sx4 + i5 * sx5 + idx * sx_dim
+    v = tl.load(x_ptr + xoff, mask=ok)
+    tl.store(out_ptr + p, v, mask=ok)
+
+
+def _wrap_dim(dim, ndim):
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    return dim % rank
+
+
+def _check_index(index, name):
+    if index.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index, got {index.dtype}")
+
+
+def _tile(rows, cols):
+    small = _INTERPRET or _CONSERVATIVE
+    block_c = max(2, min(_pow2(cols), 128 if small else 1024))
+    block_r = max(1, min(_pow2(rows), (1024 if small else 4096) // block_c))
+    return block_r, block_c, (4 if block_r * block_c <= 2048 else 8)
+
+
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if weight.dim() != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    _check_index(indices, "embedding")
+    idx = indices.contiguous()
+    R = idx.numel()
+    D = weight.shape[1]
+    out = torch.empty(list(indices.shape) + [D], dtype=weight.dtype, device=weight.device)
+    if out.numel() == 0:
+        return out
+    block_r, block_d, warps = _tile(R, D)
+    _embedding_kernel[(_cdiv(R, block_r), _cdiv(D, block_d))](
+        weight, idx, out, R, D, weight.stride(0), weight.stride(1),
+        BLOCK_R=block_r, BLOCK_D=block_d, num_warps=warps)
+    return out
+
+
+def _index_select(self, dim, index):
+    _check_index(index, "index_select")
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    dim = _wrap_dim(dim, self.dim())
+    x = self.contiguous()
+    shape = list(x.shape) if x.dim() > 0 else [1]
+    L = index.numel()
+    out_shape = list(shape)
+    out_shape[dim] = L
+    out = torch.empty(out_shape if self.dim() > 0 else [], dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    outer = 1
+    for s in shape[:dim]:
+        outer *= s
+    inner = 1
+    for s in shape[dim + 1:]:
+        inner *= s
+    idx = index.reshape(-1).contiguous()
+    block_r, block_i, warps = _tile(outer * L, inner)
+    _index_select_kernel[(_cdiv(outer * L, block_r), _cdiv(inner, block_i))](
+        x, idx, out, outer * L, L, shape[dim], inner,
+        BLOCK_R=block_r, BLOCK_I=block_i, num_warps=warps)
+    return out
+
+
+def _gather(self, dim, index, sparse_grad=False):
+    if index.dtype != torch.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    dim = _wrap_dim(dim, self.dim())
+    if index.dim() != self.dim() and not (index.dim() <= 1 and self.dim() <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    out = torch.empty(index.shape, dtype=self.dtype, device=self.device)
+    n = out.numel()
+    if n == 0:
+        return out
+    ndim = max(index.dim(), 1)
+    if ndim > 6:
+        raise NotImplementedError(f"{_OP}: more than 6 dims are not supported")
+    shape = list(index.shape) if index.dim() > 0 else [1]
+    sx = list(self.stride()) if self.dim() > 0 else [0]
+    si = list(index.stride()) if index.dim() > 0 else [0]
+    sx_dim = sx[dim]
+    sx[dim] = 0
+    pad = 6 - ndim
+    shape = [1] * pad + shape
+    sx = [0] * pad + sx
+    si = [0] * pad + si
+    small = _INTERPRET or _CONSERVATIVE
+    block = max(16, min(_pow2(n), 1024 if small else 1024))
+    _gather_kernel[(_cdiv(n, block),)](self, index, out, n, *shape, *sx, *si, sx_dim,
+                                       BLOCK=block, num_warps=4)
+    return out
+
+
+def _promote(tensors):
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = torch.promote_types(dtype, t.dtype)
+    return dtype
+
+
+def _cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    dtype = _promote(tensors)
+    # ATen skips legacy empty 1-D tensors (shape [0]) when the others have more dims
+    parts = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
+    if not parts:
+        return torch.empty((0,), dtype=dtype, device=tensors[0].device)
+    ref = parts[0]
+    dim = _wrap_dim(dim, ref.dim())
+    shape = list(ref.shape)
+    shape[dim] = sum(t.shape[dim] for t in parts)
+    for t in parts:
+        if t.dim() != ref.dim() or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != dim):
+            raise RuntimeError("torch.cat(): Sizes of tensors must match except in the concatenated dimension")
+    channels_last = ref.dim() == 4 and all(
+        t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() for t in parts)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    out = torch.empty(shape, dtype=dtype, device=ref.device, memory_format=fmt)
+    offset = 0
+    for t in parts:
+        size = t.shape[dim]
+        if size:
+            _strided_copy(out.narrow(dim, offset, size), t)
+        offset += size
+    return out
+
+
+def _stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    ref = tensors[0]
+    for t in tensors:
+        if t.shape != ref.shape:
+            raise RuntimeError("stack expects each tensor to be equal size")
+    dim = _wrap_dim(dim, ref.dim() + 1)
+    shape = list(ref.shape)
+    shape.insert(dim, len(tensors))
+    out = torch.empty(shape, dtype=_promote(tensors), device=ref.device)
+    for i, t in enumerate(tensors):
+        _strided_copy(out.select(dim, i), t)
+    return out
+'''
+
+_ENTRY = '''
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_SPECS: dict[str, tuple[str, str]] = {
+    "cat.default": (
+        "concatenation along a dim (dtype promoted)",
+        "def _op(tensors, dim=0):\n    return _cat(tensors, dim)",
+    ),
+    "stack.default": (
+        "stack along a new dim (dtype promoted)",
+        "def _op(tensors, dim=0):\n    return _stack(tensors, dim)",
+    ),
+    "embedding.default": (
+        "rows of weight picked by indices",
+        "def _op(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):\n"
+        "    return _embedding(weight, indices)",
+    ),
+    "index_select.default": (
+        "slices of self along dim picked by a 1-D index",
+        "def _op(self, dim, index):\n    return _index_select(self, dim, index)",
+    ),
+    "gather.default": (
+        "values of self along dim picked by an index tensor",
+        "def _op(self, dim, index, *, sparse_grad=False):\n    return _gather(self, dim, index)",
+    ),
+}
+
+_PLAN = (
+    "Plan: cat/stack copy each input into its slice of one output with a strided, casting copy "
+    "kernel; embedding and index_select read whole rows picked by the index in 2-D tiles; gather "
+    "is one flat launch over the index, the source addressed through its strides. Indices and "
+    "offsets are int64."
+)
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None or codegen.unsupported_dtypes(request.cases):
+        return None
+    summary, body = spec
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        COPY_SOURCE,
+        _INDEX_SOURCE,
+        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

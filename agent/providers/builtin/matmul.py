@@ -1,0 +1,283 @@
+"""Matmul family of the builtin provider: mm, bmm and addmm (beta, alpha) with `tl.dot` tiling.
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. integer matrices, which
+eager does not multiply on CUDA either). Same request -> same text.
+
+How the generated kernels work:
+- one program per BLOCK_M x BLOCK_N output tile (grouped launch order for L2 reuse), a K loop of
+  `tl.dot` on BLOCK_K slices accumulating in fp32; operands are addressed through their strides,
+  so transposed (and other strided) inputs are read in place, never copied;
+- M and N edges wrap (`% M`) so loads need no mask; K edges are masked unless K is a multiple of
+  BLOCK_K; the store is masked;
+- fp32 operands use `input_precision="ieee"` (eager's default: no TF32 unless
+  `torch.backends.cuda.matmul.allow_tf32` is set, which the wrapper honours); fp16/bf16 use the
+  tensor cores with fp32 accumulation;
+- tile sizes come from the shape (128x256x64 for big half-precision GEMMs on an H200, smaller
+  tiles for thin matrices); when the tiles cannot fill the GPU and K is long, K is split over
+  programs that write fp32 partials, summed in a fixed order by a second kernel (deterministic);
+- addmm's bias is read through a broadcast view (stride 0), scaled by beta (not read at all when
+  beta == 0, as in eager) and added in the epilogue with alpha * (mat1 @ mat2);
+- in Triton's CPU interpreter tiles are small and widened to fp32 before `tl.dot` (the
+  interpreter multiplies bf16 tiles wrongly otherwise).
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+import torch
+
+from agent.providers.builtin import codegen
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+_TEMPLATE = '''import functools
+import os
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_CONSERVATIVE = $conservative  # variant >= 1: 64x64 tiles, no split-K
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(index):
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@triton.jit
+def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
+               s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_xb, s_xm, s_xn,
+               alpha, beta,
+               HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, SPLIT: tl.constexpr,
+               EVEN_K: tl.constexpr, WIDEN: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    batch = tl.program_id(1).to(tl.int64)
+    pid_k = tl.program_id(2)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * num_n
+    group = pid // per_group
+    first_m = group * GROUP_M
+    group_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % group_m
+    pid_n = (pid % per_group) // group_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    am = (rm % M).to(tl.int64)
+    bn = (rn % N).to(tl.int64)
+    k_start = pid_k * K_PER
+    rk = k_start + tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + batch * s_ab + am[:, None] * s_am + rk[None, :].to(tl.int64) * s_ak
+    b_ptrs = b_ptr + batch * s_bb + rk[:, None].to(tl.int64) * s_bk + bn[None, :] * s_bn
+    k_end = tl.minimum(k_start + K_PER, K)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    for k0 in range(k_start, k_end, BLOCK_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            kk = k0 + tl.arange(0, BLOCK_K)
+            a = tl.load(a_ptrs, mask=kk[None, :] < k_end, other=0.0)
+            b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
+        if WIDEN:
+            a = a.to(ACC)
+            b = b.to(ACC)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
+        a_ptrs += BLOCK_K * s_ak
+        b_ptrs += BLOCK_K * s_bk
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if SPLIT:
+        ws = ws_ptr + (pid_k * tl.num_programs(1) + batch) * M * N
+        tl.store(ws + rm[:, None].to(tl.int64) * N + rn[None, :], acc, mask=mask)
+    else:
+        if SCALE:
+            acc = acc * alpha
+        if HAS_BIAS:
+            bias = tl.load(bias_ptr + batch * s_xb + rm[:, None].to(tl.int64) * s_xm + rn[None, :] * s_xn,
+                           mask=mask, other=0.0)
+            acc = acc + beta * bias.to(ACC)
+        c_ptrs = c_ptr + batch * s_cb + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_xb, s_xm, s_xn,
+                   alpha, beta, HAS_BIAS: tl.constexpr, SCALE: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    total = BATCH * M * N
+    ok = offs < total
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    ptrs = ws_ptr + offs
+    for _ in range(0, S):
+        acc += tl.load(ptrs, mask=ok, other=0.0)
+        ptrs += total  # pointer steps: no int32 overflow of s * total
+    batch = offs // (M * N)
+    m = (offs // N) % M
+    n = offs % N
+    if SCALE:
+        acc = acc * alpha
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + batch * s_xb + m * s_xm + n * s_xn, mask=ok, other=0.0)
+        acc = acc + beta * bias.to(tl.float32)
+    tl.store(c_ptr + batch * s_cb + m * s_cm + n * s_cn, acc.to(c_ptr.dtype.element_ty), mask=ok)
+
+
+def _config(M, N, K, batch, dtype, device):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, splits) for this problem."""
+    if _INTERPRET or device.type != "cuda":
+        bm = max(16, min(32, _pow2(M)))
+        bn = max(16, min(32, _pow2(N)))
+        bk = max(16, min(32, _pow2(K)))
+        tiles = _cdiv(M, bm) * _cdiv(N, bn) * batch
+        splits = 2 if (not _CONSERVATIVE and tiles < 4 and K >= 4 * bk) else 1
+        return bm, bn, bk, 4, 1, splits
+    half = dtype in (torch.float16, torch.bfloat16)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    sms = _num_sms(index)
+    bk_max = 64 if half else 32
+    bk = max(16, min(bk_max, _pow2(K)))
+    if _CONSERVATIVE:
+        return max(16, min(64, _pow2(M))), max(16, min(64, _pow2(N))), bk, 4, 3, 1
+    candidates = [(128, 256, 8, 3), (128, 128, 8, 4 if half else 3), (64, 128, 4, 4), (64, 64, 4, 4)]
+    if not half:
+        candidates = [(128, 128, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3)]
+    for bm, bn, warps, stages in candidates:
+        bm = max(16, min(bm, _pow2(M)))
+        bn = max(16, min(bn, _pow2(N)))
+        tiles = _cdiv(M, bm) * _cdiv(N, bn) * batch
+        if tiles >= sms:
+            return bm, bn, bk, warps, stages, 1
+    bm, bn, warps, stages = candidates[-1]
+    bm = max(16, min(bm, _pow2(M)))
+    bn = max(16, min(bn, _pow2(N)))
+    tiles = _cdiv(M, bm) * _cdiv(N, bn) * batch
+    splits = 1
+    if tiles * 2 <= sms and K >= 1024:  # a second launch only pays for long K on an idle GPU
+        splits = max(1, min(_cdiv(sms, tiles), K // (4 * bk), 16))
+    return bm, bn, bk, warps, stages, splits
+
+
+def _matmul(a, b, bias, alpha, beta):
+    """a: [B, M, K], b: [B, K, N] (any strides); bias broadcastable to [B, M, N] or None."""
+    if not (a.is_floating_point() and b.is_floating_point()):
+        raise RuntimeError(f"matmul kernel supports floating point only, got {a.dtype} and {b.dtype}")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected both matrices to have the same dtype, got {a.dtype} and {b.dtype}")
+    B, M, K = a.shape
+    N = b.shape[2]
+    if b.shape[0] != B or b.shape[1] != K:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({M}x{K} and {b.shape[1]}x{N})")
+    c = torch.empty((B, M, N), dtype=a.dtype, device=a.device)
+    if c.numel() == 0:
+        return c
+    has_bias = bias is not None and beta != 0
+    x = bias.expand(B, M, N) if has_bias else c
+    scale = alpha != 1
+    if a.dtype == torch.float32 and a.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+        prec = "tf32"
+    else:
+        prec = "ieee"
+    bm, bn, bk, warps, stages, splits = _config(M, N, K, B, a.dtype, a.device)
+    if a.dtype == torch.float64:
+        splits = 1  # the split-K workspace is fp32
+    k_per = _cdiv(_cdiv(max(K, 1), splits), bk) * bk
+    splits = max(1, _cdiv(K, k_per))
+    even_k = K % bk == 0 and k_per % bk == 0
+    ws = torch.empty((splits * B * M * N,), dtype=torch.float32, device=a.device) if splits > 1 else c
+    grid = (_cdiv(M, bm) * _cdiv(N, bn), B, splits)
+    _mm_kernel[grid](
+        a, b, c, x, ws, M, N, K, k_per,
+        a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
+        c.stride(0), c.stride(1), c.stride(2), x.stride(0), x.stride(1), x.stride(2),
+        float(alpha), float(beta),
+        HAS_BIAS=has_bias, SCALE=scale, SPLIT=splits > 1, EVEN_K=even_k,
+        WIDEN=_INTERPRET, PREC=prec, ACC=tl.float64 if a.dtype == torch.float64 else tl.float32,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    if splits > 1:
+        block = 1024
+        _splitk_reduce[(_cdiv(B * M * N, block),)](
+            ws, c, x, M, N, B, splits, c.stride(0), c.stride(1), c.stride(2),
+            x.stride(0), x.stride(1), x.stride(2), float(alpha), float(beta),
+            HAS_BIAS=has_bias, SCALE=scale, BLOCK=block)
+    return c
+
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_PLAN = (
+    "Plan: one program per output tile (grouped order for L2 reuse), a K loop of tl.dot on "
+    "operands addressed through their strides (transposed inputs are read in place), fp32 "
+    "accumulation (ieee for fp32 operands, as eager without TF32); tile sizes follow the shape, "
+    "and a long K with too few tiles is split over programs whose fp32 partials a second kernel "
+    "sums in a fixed order. addmm adds beta * self (broadcast view) in the epilogue."
+)
+NUM_VARIANTS = 2  # 0: shape-tuned tiles and split-K; 1: 64x64 tiles, no split-K
+
+_MM = """def _op(self, mat2):
+    if self.dim() != 2 or mat2.dim() != 2:
+        raise RuntimeError("mm: both arguments must be matrices")
+    return _matmul(self.unsqueeze(0), mat2.unsqueeze(0), None, 1, 0)[0]"""
+
+_BMM = """def _op(self, mat2):
+    if self.dim() != 3 or mat2.dim() != 3:
+        raise RuntimeError("bmm: both arguments must be 3-D tensors")
+    return _matmul(self, mat2, None, 1, 0)"""
+
+_ADDMM = """def _op(self, mat1, mat2, *, beta=1, alpha=1):
+    if mat1.dim() != 2 or mat2.dim() != 2:
+        raise RuntimeError("addmm: mat1 and mat2 must be matrices")
+    bias = self
+    while bias.dim() < 3:
+        bias = bias.unsqueeze(0)
+    return _matmul(mat1.unsqueeze(0), mat2.unsqueeze(0), bias, alpha, beta)[0]"""
+
+_SPECS: dict[str, tuple[str, str]] = {
+    "mm.default": ("matrix product of two matrices", _MM),
+    "bmm.default": ("batched matrix product", _BMM),
+    "addmm.default": ("beta * self + alpha * (mat1 @ mat2), self broadcast", _ADDMM),
+}
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None:
+        return None
+    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
+        return None
+    summary, body = spec
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(_TEMPLATE).substitute(
+            conservative=str(variant >= 1),
+            body=body,
+            fn=codegen.function_name(request.op),
+            op=request.op,
+        ),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

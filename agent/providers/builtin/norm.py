@@ -1,0 +1,689 @@
+"""Normalization family of the builtin provider: native_layer_norm (+ backward) and batch norm
+(native_batch_norm, _native_batch_norm_legit, _native_batch_norm_legit_no_training, and
+native_batch_norm_backward).
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. non-float inputs).
+Same request -> same text.
+
+How the generated kernels work (all arithmetic in fp32, fp64 for fp64 inputs):
+- layer norm: rows of N = prod(normalized_shape) elements, BLOCK_M rows per program. A row that
+  fits in one tile is loaded once (exact two-pass mean/variance in registers); a longer row
+  takes a pass of shifted sums and a writing pass. mean/rstd come back in eager's dtype: fp32 for
+  half inputs on CUDA (ATen's accumulate type), the input dtype on the CPU.
+  The backward computes grad_input per row and, for grad_weight/grad_bias, per-program partial
+  column sums in an fp32 workspace that a second kernel reduces in a fixed order (no atomics).
+- batch norm: per-channel statistics over (N, H*W) by split programs that write partial shifted
+  sums, one small kernel that combines them per channel (mean, invstd, running-stat update in
+  place as eager does, and the affine coefficients), then one elementwise pass.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+import torch
+
+from agent.providers.builtin import codegen
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+_HEADER = '''import functools
+import os
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_CONSERVATIVE = $conservative  # variant >= 1: smaller tiles, no split statistics
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(index):
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _target_programs(x):
+    if _INTERPRET or x.device.type != "cuda":
+        return 4
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return 4 * _num_sms(index)
+
+
+def _stat_dtype(x):
+    """ATen keeps statistics in the accumulate type on CUDA, in the input dtype on the CPU."""
+    if x.device.type == "cuda" and x.dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return x.dtype
+
+
+def _acc(*dtypes):
+    return tl.float64 if torch.float64 in dtypes else tl.float32
+
+
+def _warps(tile):
+    return 4 if tile <= 1024 else (8 if tile <= 4096 else 16)
+'''
+
+# ---------------------------------------------------------------- layer norm
+
+_LN_COMMON = """
+
+def _ln_blocks(M, N, target):
+    small = _INTERPRET or _CONSERVATIVE
+    one_pass_max = 256 if small else 8192
+    tile = 1024 if small else 4096
+    one_pass = _pow2(N) <= one_pass_max
+    block_n = max(2, _pow2(N)) if one_pass else min(tile, one_pass_max)
+    block_m = max(1, min(_pow2(M), tile // block_n))
+    while block_m > 1 and _cdiv(M, block_m) < target:  # short rows: more programs
+        block_m //= 2
+    return one_pass, block_m, block_n
+
+
+def _split_shape(x, normalized_shape):
+    k = len(normalized_shape)
+    if k == 0 or list(x.shape[x.dim() - k:]) != list(normalized_shape):
+        raise RuntimeError(f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(x.shape)}")
+    lead = list(x.shape[: x.dim() - k])
+    M = 1
+    for s in lead:
+        M *= s
+    N = 1
+    for s in normalized_shape:
+        N *= s
+    return lead, k, M, N
+"""
+
+_LN_FWD = """
+
+@triton.jit
+def _ln_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, eps,
+            HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    row_off = rows[:, None] * N
+    if ONE_PASS:
+        cols = tl.arange(0, BLOCK_N)
+        col_ok = cols < N
+        m = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(x_ptr + row_off + cols[None, :], mask=m, other=0).to(ACC)
+        mean = tl.sum(x, axis=1) / N
+        d = tl.where(m, x - mean[:, None], 0.0)
+        var = tl.sum(d * d, axis=1) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        y = d * rstd[:, None]
+        if HAS_W:
+            y = y * tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
+        if HAS_B:
+            y = y + tl.load(b_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
+        tl.store(y_ptr + row_off + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+    else:
+        shift = tl.load(x_ptr + rows * N, mask=row_ok, other=0).to(ACC)
+        s1 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        s2 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        for c0 in range(0, N, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            m = row_ok[:, None] & (cols[None, :] < N)
+            x = tl.load(x_ptr + row_off + cols[None, :], mask=m, other=0).to(ACC)
+            d = tl.where(m, x - shift[:, None], 0.0)
+            s1 += d
+            s2 += d * d
+        t1 = tl.sum(s1, axis=1) / N
+        var = tl.sum(s2, axis=1) / N - t1 * t1
+        var = tl.where(var < 0, 0.0, var)
+        mean = shift + t1
+        rstd = 1.0 / tl.sqrt(var + eps)
+        for c0 in range(0, N, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            col_ok = cols < N
+            m = row_ok[:, None] & col_ok[None, :]
+            x = tl.load(x_ptr + row_off + cols[None, :], mask=m, other=0).to(ACC)
+            y = (x - mean[:, None]) * rstd[:, None]
+            if HAS_W:
+                y = y * tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
+            if HAS_B:
+                y = y + tl.load(b_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
+            tl.store(y_ptr + row_off + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=m)
+    rstd = tl.where(row_ok, rstd, 0.0)  # padding rows: keep the (unstored) cast finite
+    tl.store(mean_ptr + rows, mean.to(mean_ptr.dtype.element_ty), mask=row_ok)
+    tl.store(rstd_ptr + rows, rstd.to(rstd_ptr.dtype.element_ty), mask=row_ok)
+
+
+def _layer_norm(input, normalized_shape, weight, bias, eps):
+    lead, k, M, N = _split_shape(input, normalized_shape)
+    x = input.contiguous()
+    w = weight.contiguous() if weight is not None else x
+    b = bias.contiguous() if bias is not None else x
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    stat_shape = lead + [1] * k
+    mean = torch.empty(stat_shape, dtype=_stat_dtype(x), device=x.device)
+    rstd = torch.empty(stat_shape, dtype=_stat_dtype(x), device=x.device)
+    if M == 0 or N == 0:
+        return y, mean, rstd
+    one_pass, block_m, block_n = _ln_blocks(M, N, _target_programs(x))
+    _ln_fwd[(_cdiv(M, block_m),)](
+        x, w, b, y, mean, rstd, M, N, float(eps),
+        HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(x.dtype),
+        ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))
+    return y, mean, rstd
+"""
+
+_LN_BWD = '''
+
+@triton.jit
+def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr, pb_ptr, M, N, RPP,
+            HAS_W: tl.constexpr, WANT_DX: tl.constexpr, WANT_DW: tl.constexpr,
+            WANT_DB: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Rows [p*RPP, (p+1)*RPP): grad_input, and this program's column sums of g*xhat and g
+    (row p of the partial workspaces, each element written once: no read-after-write races)."""
+    p = tl.program_id(0).to(tl.int64)
+    row_start = p * RPP
+    row_end = tl.minimum(row_start + RPP, M)
+    part = p * N
+    if ONE_PASS:
+        cols = tl.arange(0, BLOCK_N)
+        col_ok = cols < N
+        w = tl.full([BLOCK_N], 1.0, ACC)
+        if HAS_W:
+            w = tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)
+        acc_w = tl.zeros([BLOCK_N], ACC)
+        acc_b = tl.zeros([BLOCK_N], ACC)
+        for r0 in range(row_start, row_end, BLOCK_M):
+            rows = r0 + tl.arange(0, BLOCK_M)
+            row_ok = rows < row_end
+            m = row_ok[:, None] & col_ok[None, :]
+            offs = rows[:, None] * N + cols[None, :]
+            mean = tl.load(mean_ptr + rows, mask=row_ok, other=0).to(ACC)
+            rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0).to(ACC)
+            x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+            g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
+            xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+            if WANT_DX:
+                wg = g * w[None, :]
+                c1 = tl.sum(wg * xhat, axis=1) / N
+                c2 = tl.sum(wg, axis=1) / N
+                dx = (wg - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
+                tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=m)
+            acc_w += tl.sum(g * xhat, axis=0)
+            acc_b += tl.sum(g, axis=0)
+        if WANT_DW:
+            tl.store(pw_ptr + part + cols, acc_w, mask=col_ok)
+        if WANT_DB:
+            tl.store(pb_ptr + part + cols, acc_b, mask=col_ok)
+    else:
+        if WANT_DX:
+            for r0 in range(row_start, row_end, BLOCK_M):
+                rows = r0 + tl.arange(0, BLOCK_M)
+                row_ok = rows < row_end
+                mean = tl.load(mean_ptr + rows, mask=row_ok, other=0).to(ACC)
+                rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0).to(ACC)
+                a1 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+                a2 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+                for c0 in range(0, N, BLOCK_N):
+                    cols = c0 + tl.arange(0, BLOCK_N)
+                    col_ok = cols < N
+                    m = row_ok[:, None] & col_ok[None, :]
+                    offs = rows[:, None] * N + cols[None, :]
+                    x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+                    g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
+                    if HAS_W:
+                        g = g * tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
+                    a1 += g * tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+                    a2 += g
+                c1 = tl.sum(a1, axis=1) / N
+                c2 = tl.sum(a2, axis=1) / N
+                for c0 in range(0, N, BLOCK_N):
+                    cols = c0 + tl.arange(0, BLOCK_N)
+                    col_ok = cols < N
+                    m = row_ok[:, None] & col_ok[None, :]
+                    offs = rows[:, None] * N + cols[None, :]
+                    x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+                    g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
+                    if HAS_W:
+                        g = g * tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
+                    xhat = (x - mean[:, None]) * rstd[:, None]
+                    dx = (g - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
+                    tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=m)
+        if WANT_DW or WANT_DB:
+            for c0 in range(0, N, BLOCK_N):
+                cols = c0 + tl.arange(0, BLOCK_N)
+                col_ok = cols < N
+                acc_w = tl.zeros([BLOCK_N], ACC)
+                acc_b = tl.zeros([BLOCK_N], ACC)
+                for r0 in range(row_start, row_end, BLOCK_M):
+                    rows = r0 + tl.arange(0, BLOCK_M)
+                    row_ok = rows < row_end
+                    m = row_ok[:, None] & col_ok[None, :]
+                    offs = rows[:, None] * N + cols[None, :]
+                    mean = tl.load(mean_ptr + rows, mask=row_ok, other=0).to(ACC)
+                    rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0).to(ACC)
+                    x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+                    g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
+                    xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+                    acc_w += tl.sum(g * xhat, axis=0)
+                    acc_b += tl.sum(g, axis=0)
+                if WANT_DW:
+                    tl.store(pw_ptr + part + cols, acc_w, mask=col_ok)
+                if WANT_DB:
+                    tl.store(pb_ptr + part + cols, acc_b, mask=col_ok)
+
+
+@triton.jit
+def _colsum(p_ptr, out_ptr, P, N, ACC: tl.constexpr, BLOCK_P: tl.constexpr,
+            BLOCK_N: tl.constexpr):
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    acc = tl.zeros([BLOCK_P, BLOCK_N], ACC)
+    for p0 in range(0, P, BLOCK_P):
+        ps = p0 + tl.arange(0, BLOCK_P)
+        m = (ps[:, None] < P) & col_ok[None, :]
+        acc += tl.load(p_ptr + ps[:, None].to(tl.int64) * N + cols[None, :], mask=m, other=0)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_ok)
+
+
+def _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    lead, k, M, N = _split_shape(input, normalized_shape)
+    want_dx, want_dw, want_db = (bool(v) for v in output_mask)
+    x = input.contiguous()
+    g = grad_out.contiguous()
+    mean = mean.contiguous()
+    rstd = rstd.contiguous()
+    w = weight.contiguous() if weight is not None else x
+    param = weight if weight is not None else bias
+    pdtype = param.dtype if param is not None else x.dtype
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if want_dx else None
+    dw = torch.empty(list(normalized_shape), dtype=pdtype, device=x.device) if want_dw else None
+    db = torch.empty(list(normalized_shape), dtype=pdtype, device=x.device) if want_db else None
+    if N == 0 or not (want_dx or want_dw or want_db):
+        return dx, dw, db
+    one_pass, block_m, block_n = _ln_blocks(max(M, 1), N, 1)
+    programs = max(1, min(_cdiv(M, block_m), _target_programs(x)))
+    rpp = _cdiv(_cdiv(M, programs), block_m) * block_m
+    programs = max(1, _cdiv(M, rpp))
+    parts = programs * N if (want_dw or want_db) and M > 0 else 1
+    # per-program partial column sums: row p of the workspace belongs to program p
+    wdt = torch.float64 if x.dtype == torch.float64 else torch.float32
+    pw = torch.empty((parts,), dtype=wdt, device=x.device)
+    pb = torch.empty((parts,), dtype=wdt, device=x.device)
+    if M > 0:
+        _ln_bwd[(programs,)](
+            g, x, w, mean, rstd, dx if want_dx else x, pw, pb, M, N, rpp,
+            HAS_W=weight is not None, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db,
+            ACC=_acc(x.dtype), ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=_warps(block_m * block_n))
+    small = _INTERPRET or _CONSERVATIVE
+    block_c = max(2, min(_pow2(N), 32 if small else 128))
+    block_p = max(2, min(_pow2(programs), 32))
+    for want, part, out in ((want_dw, pw, dw), (want_db, pb, db)):
+        if want:
+            _colsum[(_cdiv(N, block_c),)](part, out, programs if M > 0 else 0, N,
+                                           ACC=_acc(x.dtype), BLOCK_P=block_p, BLOCK_N=block_c)
+    return dx, dw, db
+'''
+
+# ---------------------------------------------------------------- batch norm
+
+_BN = '''
+
+@triton.jit
+def _bn_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW, NB_PER, J_PER, SJ, S,
+                 BACKWARD: tl.constexpr, ACC: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_J: tl.constexpr):
+    """Per (channel, slice): forward -> sums of x-x0 and (x-x0)^2 (x0 = the channel's first
+    element); backward -> sums of g and g*(x-mean)."""
+    c = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    n_start = (s // SJ).to(tl.int64) * NB_PER
+    n_end = tl.minimum(n_start + NB_PER, N)
+    j_start = (s % SJ).to(tl.int64) * J_PER
+    j_end = tl.minimum(j_start + J_PER, HW)
+    chan = c * HW
+    if BACKWARD:
+        shift = tl.load(mean_ptr + c).to(ACC)
+    else:
+        shift = tl.load(x_ptr + chan).to(ACC)
+    a1 = tl.zeros([BLOCK_N, BLOCK_J], ACC)
+    a2 = tl.zeros([BLOCK_N, BLOCK_J], ACC)
+    for n0 in range(n_start, n_end, BLOCK_N):
+        n = n0 + tl.arange(0, BLOCK_N)
+        row = n[:, None] * C * HW + chan
+        for j0 in range(j_start, j_end, BLOCK_J):
+            j = j0 + tl.arange(0, BLOCK_J)
+            m = (n[:, None] < n_end) & (j[None, :] < j_end)
+            x = tl.load(x_ptr + row + j[None, :], mask=m, other=0).to(ACC)
+            d = tl.where(m, x - shift, 0.0)
+            if BACKWARD:
+                g = tl.load(g_ptr + row + j[None, :], mask=m, other=0).to(ACC)
+                a1 += g
+                a2 += g * d
+            else:
+                a1 += d
+                a2 += d * d
+    slot = (c * S + s) * 2
+    tl.store(part_ptr + slot, tl.sum(tl.sum(a1, axis=1), axis=0))
+    tl.store(part_ptr + slot + 1, tl.sum(tl.sum(a2, axis=1), axis=0))
+
+
+@triton.jit
+def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_ptr,
+                save_mean_ptr, save_istd_ptr, dw_ptr, db_ptr, ca_ptr, cb_ptr, cc_ptr, cm_ptr,
+                C, HW, S, count, momentum, eps,
+                MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                UPDATE: tl.constexpr, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
+                ACC: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr):
+    """Per channel: MODE 0 train forward, 1 eval forward, 2 train backward, 3 eval backward.
+
+    Writes the coefficients of the elementwise pass: forward y = x*A + B; backward
+    dx = g*A + (x - M)*B + Cc."""
+    c = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    ok = c < C
+    w = tl.full([BLOCK_C], 1.0, ACC)
+    if HAS_W:
+        w = tl.load(w_ptr + c, mask=ok, other=1).to(ACC)
+    if MODE == 0 or MODE == 2 or MODE == 3:
+        s = tl.arange(0, BLOCK_S)
+        m = ok[:, None] & (s[None, :] < S)
+        slot = (c[:, None] * S + s[None, :]) * 2
+        t1 = tl.sum(tl.load(part_ptr + slot, mask=m, other=0), axis=1)
+        t2 = tl.sum(tl.load(part_ptr + slot + 1, mask=m, other=0), axis=1)
+    if MODE == 0:
+        shift = tl.load(x_ptr + c * HW, mask=ok, other=0).to(ACC)
+        mean_s = t1 / count
+        var = t2 / count - mean_s * mean_s
+        var = tl.where(var < 0, 0.0, var)
+        mean = shift + mean_s
+        istd = 1.0 / tl.sqrt(var + eps)
+        tl.store(save_mean_ptr + c, mean.to(save_mean_ptr.dtype.element_ty), mask=ok)
+        tl.store(save_istd_ptr + c, istd.to(save_istd_ptr.dtype.element_ty), mask=ok)
+        if UPDATE:
+            rm = tl.load(rm_ptr + c, mask=ok, other=0).to(ACC)
+            rv = tl.load(rv_ptr + c, mask=ok, other=0).to(ACC)
+            unbiased = var * count / (count - 1)
+            tl.store(rm_ptr + c, ((1 - momentum) * rm + momentum * mean).to(rm_ptr.dtype.element_ty), mask=ok)
+            tl.store(rv_ptr + c, ((1 - momentum) * rv + momentum * unbiased).to(rv_ptr.dtype.element_ty), mask=ok)
+    elif MODE == 1:
+        mean = tl.load(rm_ptr + c, mask=ok, other=0).to(ACC)
+        istd = 1.0 / tl.sqrt(tl.load(rv_ptr + c, mask=ok, other=1).to(ACC) + eps)
+    elif MODE == 2:
+        mean = tl.load(mean_ptr + c, mask=ok, other=0).to(ACC)
+        istd = tl.load(istd_ptr + c, mask=ok, other=0).to(ACC)
+    else:
+        mean = tl.load(rm_ptr + c, mask=ok, other=0).to(ACC)
+        istd = 1.0 / tl.sqrt(tl.load(rv_ptr + c, mask=ok, other=1).to(ACC) + eps)
+    if MODE < 2:
+        a = w * istd
+        b = -mean * a
+        if HAS_B:
+            b = b + tl.load(b_ptr + c, mask=ok, other=0).to(ACC)
+        tl.store(ca_ptr + c, a, mask=ok)
+        tl.store(cb_ptr + c, b, mask=ok)
+    else:
+        a = w * istd
+        if MODE == 2:
+            k = -a * istd * istd * t2 / count
+            cc = -a * t1 / count
+        else:
+            k = tl.zeros([BLOCK_C], ACC)
+            cc = tl.zeros([BLOCK_C], ACC)
+        tl.store(ca_ptr + c, a, mask=ok)
+        tl.store(cb_ptr + c, k, mask=ok)
+        tl.store(cc_ptr + c, cc, mask=ok)
+        tl.store(cm_ptr + c, mean, mask=ok)
+        if WANT_DW:
+            tl.store(dw_ptr + c, (t2 * istd).to(dw_ptr.dtype.element_ty), mask=ok)
+        if WANT_DB:
+            tl.store(db_ptr + c, t1.to(db_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _bn_apply(x_ptr, g_ptr, out_ptr, ca_ptr, cb_ptr, cc_ptr, cm_ptr, ROWS, C, HW,
+              BACKWARD: tl.constexpr, ACC: tl.constexpr,
+              BLOCK_R: tl.constexpr, BLOCK_J: tl.constexpr):
+    """Tile [BLOCK_R (n, c) rows, BLOCK_J spatial]: y = x*A + B, or dx = g*A + (x-M)*B + Cc."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    j = tl.program_id(1).to(tl.int64) * BLOCK_J + tl.arange(0, BLOCK_J)
+    row_ok = rows < ROWS
+    c = rows % C
+    a = tl.load(ca_ptr + c, mask=row_ok, other=0)[:, None]
+    b = tl.load(cb_ptr + c, mask=row_ok, other=0)[:, None]
+    m = row_ok[:, None] & (j[None, :] < HW)
+    offs = rows[:, None] * HW + j[None, :]
+    x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+    if BACKWARD:
+        cc = tl.load(cc_ptr + c, mask=row_ok, other=0)[:, None]
+        mu = tl.load(cm_ptr + c, mask=row_ok, other=0)[:, None]
+        g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
+        y = g * a + (x - mu) * b + cc
+    else:
+        y = x * a + b
+    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def _bn_geometry(x):
+    if x.dim() < 2:
+        raise RuntimeError(f"batch norm expects an input of at least 2 dims, got {list(x.shape)}")
+    N, C = x.shape[0], x.shape[1]
+    HW = 1
+    for s in x.shape[2:]:
+        HW *= s
+    return N, C, HW
+
+
+def _bn_plan(x, N, C, HW):
+    """Split each channel's (N, HW) plane over programs so that the GPU is busy."""
+    small = _INTERPRET or _CONSERVATIVE
+    block_j = max(2, min(_pow2(HW), 128 if small else 1024))
+    want = 1 if _CONSERVATIVE else max(1, _cdiv(_target_programs(x), C))
+    want = min(want, max(1, (N * HW) // 4096) if not _INTERPRET else want, 1024)
+    sn = max(1, min(want, N))
+    nb_per = _cdiv(N, sn)
+    sn = _cdiv(N, nb_per)
+    sj = max(1, min(_cdiv(want, sn), _cdiv(HW, block_j)))
+    j_per = _cdiv(_cdiv(HW, sj), block_j) * block_j
+    sj = max(1, _cdiv(HW, j_per))
+    block_n = max(1, min(_pow2(nb_per), (1024 if small else 4096) // block_j))
+    return sn * sj, nb_per, j_per, sj, block_n, block_j
+
+
+def _bn_apply_launch(x, g, out, coefs, N, C, HW, backward, acc):
+    small = _INTERPRET or _CONSERVATIVE
+    block_j = max(2, min(_pow2(HW), 256 if small else 1024))
+    block_r = max(1, min(_pow2(N * C), (1024 if small else 4096) // block_j))
+    _bn_apply[(_cdiv(N * C, block_r), _cdiv(HW, block_j))](
+        x, g, out, *coefs, N * C, C, HW, BACKWARD=backward, ACC=acc,
+        BLOCK_R=block_r, BLOCK_J=block_j, num_warps=_warps(block_r * block_j))
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    N, C, HW = _bn_geometry(input)
+    x = input.contiguous()
+    acc = _acc(x.dtype)
+    dev = x.device
+    out = torch.empty(x.shape, dtype=x.dtype, device=dev)
+    sdt = _stat_dtype(x)
+    save_mean = torch.empty((C,) if training else (0,), dtype=sdt, device=dev)
+    save_istd = torch.empty((C,) if training else (0,), dtype=sdt, device=dev)
+    if not training and (running_mean is None or running_var is None):
+        raise RuntimeError("batch norm in eval mode needs running_mean and running_var")
+    update = training and running_mean is not None and running_var is not None
+    for t in (running_mean, running_var):
+        if update and not t.is_contiguous():
+            raise RuntimeError("running statistics must be contiguous")
+    wd = torch.float64 if acc == tl.float64 else torch.float32
+    ca = torch.empty((C,), dtype=wd, device=dev)
+    cb = torch.empty((C,), dtype=wd, device=dev)
+    w = weight.contiguous() if weight is not None else ca
+    b = bias.contiguous() if bias is not None else ca
+    rm = running_mean if running_mean is not None else ca
+    rv = running_var if running_var is not None else ca
+    if x.numel() == 0:
+        return out, save_mean, save_istd
+    S = 1
+    part = ca
+    if training:
+        S, nb_per, j_per, sj, block_n, block_j = _bn_plan(x, N, C, HW)
+        part = torch.empty((C * S * 2,), dtype=wd, device=dev)
+        _bn_partials[(C, S)](
+            x, x, ca, part, N, C, HW, nb_per, j_per, sj, S, BACKWARD=False, ACC=acc,
+            BLOCK_N=block_n, BLOCK_J=block_j, num_warps=_warps(block_n * block_j))
+    block_c = max(2, min(_pow2(C), 64))
+    block_s = max(2, _pow2(S))
+    _bn_channel[(_cdiv(C, block_c),)](
+        x, part, w, b, rm, rv, ca, ca, save_mean, save_istd, ca, ca, ca, cb, ca, ca,
+        C, HW, S, float(N * HW), float(momentum), float(eps),
+        MODE=0 if training else 1, HAS_W=weight is not None, HAS_B=bias is not None,
+        UPDATE=update, WANT_DW=False, WANT_DB=False, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s)
+    _bn_apply_launch(x, x, out, (ca, cb, ca, ca), N, C, HW, False, acc)
+    return out, save_mean, save_istd
+
+
+def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                         save_invstd, train, eps, output_mask):
+    N, C, HW = _bn_geometry(input)
+    want_dx, want_dw, want_db = (bool(v) for v in output_mask)
+    x = input.contiguous()
+    g = grad_out.contiguous()
+    acc = _acc(x.dtype)
+    dev = x.device
+    pdt = weight.dtype if weight is not None else x.dtype
+    dx = torch.empty(x.shape, dtype=x.dtype, device=dev) if want_dx else None
+    dw = torch.empty((C,), dtype=pdt, device=dev) if want_dw else None
+    db = torch.empty((C,), dtype=pdt, device=dev) if want_db else None
+    if train:
+        if save_mean is None or save_invstd is None:
+            raise RuntimeError("batch norm backward in train mode needs save_mean and save_invstd")
+        mean_src = save_mean.contiguous()
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch norm backward in eval mode needs running_mean and running_var")
+        mean_src = running_mean.contiguous()
+    wd = torch.float64 if acc == tl.float64 else torch.float32
+    coefs = tuple(torch.empty((C,), dtype=wd, device=dev) for _ in range(4))
+    w = weight.contiguous() if weight is not None else coefs[0]
+    rm = running_mean.contiguous() if running_mean is not None else coefs[0]
+    rv = running_var.contiguous() if running_var is not None else coefs[0]
+    istd = save_invstd.contiguous() if save_invstd is not None else coefs[0]
+    if x.numel() == 0:
+        return dx, dw, db
+    S, nb_per, j_per, sj, block_n, block_j = _bn_plan(x, N, C, HW)
+    part = torch.empty((C * S * 2,), dtype=wd, device=dev)
+    _bn_partials[(C, S)](
+        x, g, mean_src, part, N, C, HW, nb_per, j_per, sj, S, BACKWARD=True, ACC=acc,
+        BLOCK_N=block_n, BLOCK_J=block_j, num_warps=_warps(block_n * block_j))
+    block_c = max(2, min(_pow2(C), 64))
+    block_s = max(2, _pow2(S))
+    _bn_channel[(_cdiv(C, block_c),)](
+        x, part, w, coefs[0], rm, rv, mean_src, istd, coefs[0], coefs[0],
+        dw if want_dw else coefs[0], db if want_db else coefs[0], *coefs,
+        C, HW, S, float(N * HW), 0.0, float(eps),
+        MODE=2 if train else 3, HAS_W=weight is not None, HAS_B=False, UPDATE=False,
+        WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s)
+    if want_dx:
+        _bn_apply_launch(x, g, dx, coefs, N, C, HW, True, acc)
+    return dx, dw, db
+'''
+
+_FOOTER = '''
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_LN_PLAN = (
+    "Plan: rows of N = prod(normalized_shape) elements, BLOCK_M rows per program; a row that fits "
+    "one tile is loaded once (two-pass mean/variance in registers), a longer one takes a pass of "
+    "shifted sums and a writing pass. The backward writes grad_input per row and per-program "
+    "partial column sums for grad_weight/grad_bias, reduced in a fixed order by a second kernel. "
+    "Arithmetic is fp32 (fp64 for fp64)."
+)
+_BN_PLAN = (
+    "Plan: per-channel statistics over (N, H*W) from split programs writing partial shifted sums, "
+    "a per-channel kernel combining them (mean, invstd, running-stat update in place, affine "
+    "coefficients), then one elementwise pass. Arithmetic is fp32 (fp64 for fp64)."
+)
+NUM_VARIANTS = 2  # 0: big tiles, split statistics; 1: small tiles, one program per channel
+
+_SPECS: dict[str, tuple[str, str, str]] = {
+    "native_layer_norm.default": (
+        _LN_COMMON + _LN_FWD,
+        "layer norm over the trailing dims, returning (out, mean, rstd)",
+        "def _op(input, normalized_shape, weight, bias, eps):\n"
+        "    return _layer_norm(input, normalized_shape, weight, bias, eps)",
+    ),
+    "native_layer_norm_backward.default": (
+        _LN_COMMON + _LN_BWD,
+        "layer norm backward: (grad_input, grad_weight, grad_bias) per output_mask",
+        "def _op(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):\n"
+        "    return _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight,"
+        " bias, output_mask)",
+    ),
+    "native_batch_norm.default": (
+        _BN,
+        "batch norm over (N, *spatial) per channel; updates running stats in place when training",
+        "def _op(input, weight, bias, running_mean, running_var, training, momentum, eps):\n"
+        "    return _batch_norm(input, weight, bias, running_mean, running_var, training,"
+        " momentum, eps)",
+    ),
+    "_native_batch_norm_legit.default": (
+        _BN,
+        "batch norm over (N, *spatial) per channel; updates running stats in place when training",
+        "def _op(input, weight, bias, running_mean, running_var, training, momentum, eps):\n"
+        "    return _batch_norm(input, weight, bias, running_mean, running_var, training,"
+        " momentum, eps)",
+    ),
+    "_native_batch_norm_legit_no_training.default": (
+        _BN,
+        "batch norm with running statistics (inference)",
+        "def _op(input, weight, bias, running_mean, running_var, momentum, eps):\n"
+        "    return _batch_norm(input, weight, bias, running_mean, running_var, False,"
+        " momentum, eps)",
+    ),
+    "native_batch_norm_backward.default": (
+        _BN,
+        "batch norm backward: (grad_input, grad_weight, grad_bias) per output_mask",
+        "def _op(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,"
+        " train, eps, output_mask):\n"
+        "    return _batch_norm_backward(grad_out, input, weight, running_mean, running_var,"
+        " save_mean, save_invstd, train, eps, output_mask)",
+    ),
+}
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None:
+        return None
+    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
+        return None
+    kernels, summary, body = spec
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    plan = _LN_PLAN if "layer_norm" in request.op else _BN_PLAN
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=plan, variant=variant, schema=request.schema
+        ),
+        Template(_HEADER).substitute(conservative=str(variant >= 1)),
+        kernels,
+        Template(_FOOTER).substitute(
+            body=body, fn=codegen.function_name(request.op), op=request.op
+        ),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

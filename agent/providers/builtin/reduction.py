@@ -1,0 +1,687 @@
+"""Reduction family of the builtin provider: sum, mean, var/std (and var_mean/std_mean), amax,
+amin, max/min (whole tensor, or values+indices along one dim) and argmax/argmin.
+
+Contract: `WRITERS` maps a normalized overload name ("sum.dim_IntList") to a Writer
+(KernelRequest -> text of a whole kernel file, or None when the request is outside what this
+template handles, e.g. complex inputs). Same request -> same text.
+
+How the generated kernels work. Every reduction is seen as an `[outer, R, inner]` array, R being
+the product of the reduced dims:
+- the wrapper first looks for a *view*: the input itself when contiguous, or its dims in memory
+  order (a transposed input) when the reduced dims form one block there and the kept dims keep
+  their order; only otherwise does it make a permuted `.contiguous()` copy (reduced dims last);
+- `inner == 1` runs a row kernel (tile BLOCK_M rows x BLOCK_N columns, looping over the row),
+  `inner > 1` a column kernel (tile BLOCK_R x BLOCK_I, coalesced along inner), so reducing dim 0
+  of a [8192, 768] tensor reads memory once, in order;
+- when the kept elements are too few to fill the GPU, R is split over several programs that
+  write fp32/fp64/int64 partials, and a second kernel combines them in a fixed order
+  (deterministic: no atomics);
+- accumulation is in fp32 for 16/32-bit floats, fp64 for fp64, int64 for integers and bools;
+  var/std use sums shifted by the row's first element (one pass, no catastrophic cancellation
+  for data with a large mean); max/min propagate NaN and return the first index of the extreme.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from string import Template
+from typing import TYPE_CHECKING
+
+import torch
+
+from agent.providers.builtin import codegen
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: split reductions and big tiles; 1: no splits, small tiles
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
+
+# ---------------------------------------------------------------- shared text of every file
+
+_PRELUDE = '''import functools
+import os
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_CONSERVATIVE = $conservative  # variant >= 1: no split reductions, smaller tiles
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(index):
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _target_programs(x):
+    """Programs that keep the device busy; tiny on the interpreter so splits still get used."""
+    if _INTERPRET or x.device.type != "cuda":
+        return 4
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return 4 * _num_sms(index)
+
+
+def _norm_dims(dim, ndim):
+    """None, [] -> every dim (ATen's rule for these overloads); negative dims wrapped."""
+    if dim is None:
+        return list(range(ndim))
+    if isinstance(dim, int):
+        dim = [dim]
+    dim = list(dim)
+    if len(dim) == 0:
+        return list(range(ndim))
+    rank = max(ndim, 1)
+    out = []
+    for d in dim:
+        if not -rank <= d < rank:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {d})")
+        d = d % rank
+        if ndim == 0:
+            continue
+        if d in out:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        out.append(d)
+    return sorted(out)
+
+
+def _out_shape(shape, dims, keepdim):
+    if keepdim:
+        return [1 if d in dims else s for d, s in enumerate(shape)]
+    return [s for d, s in enumerate(shape) if d not in dims]
+
+
+def _prod(values):
+    p = 1
+    for v in values:
+        p *= v
+    return p
+
+
+def _as_outer_r_inner(x, dims, logical_order):
+    """(tensor, outer, R, inner): the tensor's memory read as a row-major [outer, R, inner].
+
+    A view when the layout allows it; otherwise a permuted contiguous copy (reduced dims last).
+    `logical_order` (flat indices over several dims) accepts only the input's own order.
+    """
+    shape = list(x.shape)
+    eff = [d for d in range(x.dim()) if shape[d] != 1]
+    orders = []
+    if x.is_contiguous():
+        orders.append(list(range(x.dim())))
+    if not logical_order and x.dim() > 1:
+        perm = sorted(range(x.dim()), key=lambda d: -x.stride(d))
+        if x.permute(perm).is_contiguous():
+            orders.append(perm)
+    for order in orders:
+        seq = [d for d in order if d in eff]
+        pos = [i for i, d in enumerate(seq) if d in dims]
+        kept = [d for d in seq if d not in dims]
+        if pos and pos != list(range(pos[0], pos[-1] + 1)):
+            continue
+        if kept != sorted(kept):
+            continue
+        first = pos[0] if pos else len(seq)
+        last = pos[-1] + 1 if pos else len(seq)
+        outer = _prod(shape[d] for d in seq[:first])
+        red = _prod(shape[d] for d in seq[first:last])
+        inner = _prod(shape[d] for d in seq[last:])
+        return x, outer, red, inner
+    kept = [d for d in range(x.dim()) if d not in dims]
+    xc = x.permute(kept + list(dims)).contiguous()
+    return xc, _prod(shape[d] for d in kept), _prod(shape[d] for d in dims), 1
+
+
+def _row_blocks(rows, red, acc_bytes, target):
+    if _INTERPRET or _CONSERVATIVE:
+        cap_n, cap_tile = 256, 1024
+    else:
+        cap_n, cap_tile = (2048 if acc_bytes == 8 else 4096), 4096
+    block_n = max(2, min(_pow2(red), cap_n))
+    block_m = max(1, min(_pow2(rows), cap_tile // block_n))
+    while block_m > 1 and _cdiv(rows, block_m) < target:  # short rows: more programs
+        block_m //= 2
+    return block_m, block_n
+
+
+def _col_blocks(inner, red, acc_bytes):
+    if _INTERPRET or _CONSERVATIVE:
+        cap_i, cap_tile = 32, 1024
+    else:
+        cap_i, cap_tile = 128, (2048 if acc_bytes == 8 else 4096)
+    block_i = max(2, min(_pow2(inner), cap_i))
+    block_r = max(2, min(_pow2(red), cap_tile // block_i))
+    return block_r, block_i
+
+
+def _split(tiles, red, block, target):
+    """(num_splits, chunk): split R over programs when `tiles` alone would leave the GPU idle."""
+    splits = 1
+    if not _CONSERVATIVE and tiles < target and red >= 4 * block:
+        splits = min(_cdiv(target, tiles), red // (2 * block), 1024)
+    chunk = _cdiv(_cdiv(red, max(splits, 1)), block) * block
+    chunk = max(chunk, block)
+    return max(1, _cdiv(red, chunk)), chunk
+
+
+def _warps(tile):
+    return 8 if tile >= 4096 else 4
+
+
+def _tl_dtype(dt):
+    return {
+        torch.float16: tl.float16,
+        torch.bfloat16: tl.bfloat16,
+        torch.float32: tl.float32,
+        torch.float64: tl.float64,
+        torch.int64: tl.int64,
+    }[dt]
+
+
+def _acc_dtype(in_dtype, out_dtype):
+    if torch.float64 in (in_dtype, out_dtype):
+        return torch.float64
+    if in_dtype.is_floating_point or out_dtype.is_floating_point:
+        return torch.float32
+    return torch.int64
+'''
+
+# ------------------------------------------------ sum / mean / var / std (+ the mean)
+
+_MOMENTS_KERNELS = '''
+
+@triton.jit
+def _moments_finish(t1, t2, shift, offs, ok, out_ptr, out2_ptr, n_f, denom, KIND: tl.constexpr):
+    # KIND: 0 sum, 1 mean, 2 var, 3 std, 4 var (+mean in out2), 5 std (+mean in out2)
+    if KIND == 0:
+        tl.store(out_ptr + offs, t1.to(out_ptr.dtype.element_ty), mask=ok)
+    elif KIND == 1:
+        tl.store(out_ptr + offs, (t1 / n_f).to(out_ptr.dtype.element_ty), mask=ok)
+    else:
+        mean_s = t1 / n_f
+        var = (t2 - t1 * mean_s) / denom
+        var = tl.where(var < 0, 0.0, var)  # rounding; keeps NaN
+        if KIND == 3 or KIND == 5:
+            var = tl.sqrt(var)
+        tl.store(out_ptr + offs, var.to(out_ptr.dtype.element_ty), mask=ok)
+        if KIND >= 4:
+            tl.store(out2_ptr + offs, (shift + mean_s).to(out2_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, CHUNK, NSPLIT, n_f, denom,
+                  KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < ROWS
+    start = pid_s.to(tl.int64) * CHUNK
+    end = tl.minimum(start + CHUNK, R)
+    shift = tl.zeros([BLOCK_M], ACC)
+    if SHIFTED:
+        shift = tl.load(x_ptr + rows * R, mask=row_ok, other=0).to(ACC)
+    s1 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+    s2 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+    for c0 in range(start, end, BLOCK_N):
+        cols = c0 + tl.arange(0, BLOCK_N)
+        m = row_ok[:, None] & (cols[None, :] < end)
+        v = tl.load(x_ptr + rows[:, None] * R + cols[None, :], mask=m, other=0).to(ACC)
+        if KIND >= 2:
+            v = tl.where(m, v - shift[:, None], 0)
+            s2 += v * v
+        s1 += v
+    t1 = tl.sum(s1, axis=1)
+    t2 = tl.sum(s2, axis=1)
+    if SPLIT:
+        slot = (rows * NSPLIT + pid_s) * 2
+        tl.store(part_ptr + slot, t1, mask=row_ok)
+        tl.store(part_ptr + slot + 1, t2, mask=row_ok)
+    else:
+        _moments_finish(t1, t2, shift, rows, row_ok, out_ptr, out2_ptr, n_f, denom, KIND)
+
+
+@triton.jit
+def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, CHUNK, NSPLIT, NIB, n_f, denom,
+                  KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
+                  BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    o = (pid // NIB).to(tl.int64)
+    i = (pid % NIB).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
+    i_ok = i < INNER
+    base = x_ptr + o * R * INNER
+    start = pid_s.to(tl.int64) * CHUNK
+    end = tl.minimum(start + CHUNK, R)
+    shift = tl.zeros([BLOCK_I], ACC)
+    if SHIFTED:
+        shift = tl.load(base + i, mask=i_ok, other=0).to(ACC)
+    s1 = tl.zeros([BLOCK_R, BLOCK_I], ACC)
+    s2 = tl.zeros([BLOCK_R, BLOCK_I], ACC)
+    for r0 in range(start, end, BLOCK_R):
+        r = r0 + tl.arange(0, BLOCK_R)
+        m = (r[:, None] < end) & i_ok[None, :]
+        v = tl.load(base + r[:, None] * INNER + i[None, :], mask=m, other=0).to(ACC)
+        if KIND >= 2:
+            v = tl.where(m, v - shift[None, :], 0)
+            s2 += v * v
+        s1 += v
+    t1 = tl.sum(s1, axis=0)
+    t2 = tl.sum(s2, axis=0)
+    outs = o * INNER + i
+    if SPLIT:
+        slot = (outs * NSPLIT + pid_s) * 2
+        tl.store(part_ptr + slot, t1, mask=i_ok)
+        tl.store(part_ptr + slot + 1, t2, mask=i_ok)
+    else:
+        _moments_finish(t1, t2, shift, outs, i_ok, out_ptr, out2_ptr, n_f, denom, KIND)
+
+
+@triton.jit
+def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, INNER, NSPLIT, n_f, denom,
+                     KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    ok = rows < ROWS
+    s = tl.arange(0, BLOCK_S)
+    m = ok[:, None] & (s[None, :] < NSPLIT)
+    slot = (rows[:, None] * NSPLIT + s[None, :]) * 2
+    t1 = tl.sum(tl.load(part_ptr + slot, mask=m, other=0), axis=1)
+    t2 = tl.sum(tl.load(part_ptr + slot + 1, mask=m, other=0), axis=1)
+    shift = tl.zeros([BLOCK_M], ACC)
+    if SHIFTED:
+        first = (rows // INNER) * R * INNER + rows % INNER
+        shift = tl.load(x_ptr + first, mask=ok, other=0).to(ACC)
+    _moments_finish(t1, t2, shift, rows, ok, out_ptr, out2_ptr, n_f, denom, KIND)
+
+
+def _moments(x, dims, keepdim, out_dtype, kind, correction=1):
+    """Reduce `x` over `dims`; returns out (and the mean when kind >= 4)."""
+    acc = _acc_dtype(x.dtype, out_dtype)
+    shape = _out_shape(list(x.shape), dims, keepdim)
+    out = torch.empty(shape, dtype=out_dtype, device=x.device)
+    out2 = torch.empty(shape, dtype=out_dtype, device=x.device) if kind >= 4 else out
+    if out.numel() == 0:
+        return (out, out2) if kind >= 4 else out
+    xv, outer, red, inner = _as_outer_r_inner(x, dims, logical_order=False)
+    n_f = float(red)
+    denom = float(max(red - correction, 0))
+    acc_tl = _tl_dtype(acc)
+    size = acc.itemsize
+    target = _target_programs(x)
+    shifted = kind >= 2 and red > 0  # var/std: sums shifted by the first element of each row
+    if inner == 1:
+        block_m, block_n = _row_blocks(outer, red, size, target)
+        tiles = _cdiv(outer, block_m)
+        nsplit, chunk = _split(tiles, red, block_n, target)
+        part = torch.empty((outer * nsplit * 2 if nsplit > 1 else 1,), dtype=acc, device=x.device)
+        _moments_rows[(tiles, nsplit)](
+            xv, out, out2, part, outer, red, chunk, nsplit, n_f, denom,
+            KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=_warps(block_m * block_n))
+        rows_total = outer
+    else:
+        block_r, block_i = _col_blocks(inner, red, size)
+        nib = _cdiv(inner, block_i)
+        tiles = outer * nib
+        nsplit, chunk = _split(tiles, red, block_r, target)
+        part = torch.empty((outer * inner * nsplit * 2 if nsplit > 1 else 1,), dtype=acc, device=x.device)
+        _moments_cols[(tiles, nsplit)](
+            xv, out, out2, part, inner, red, chunk, nsplit, nib, n_f, denom,
+            KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1, BLOCK_R=block_r, BLOCK_I=block_i,
+            num_warps=_warps(block_r * block_i))
+        rows_total = outer * inner
+    if nsplit > 1:
+        block_s = max(2, _pow2(nsplit))
+        block_m = max(1, min(_pow2(rows_total), 4096 // block_s))
+        _moments_combine[(_cdiv(rows_total, block_m),)](
+            xv, out, out2, part, rows_total, red, inner, nsplit, n_f, denom,
+            KIND=kind, SHIFTED=shifted, ACC=acc_tl, BLOCK_M=block_m, BLOCK_S=block_s)
+    return (out, out2) if kind >= 4 else out
+'''
+
+# ------------------------------------------------ amax / amin / max / min / argmax / argmin
+
+_EXTREMES_KERNELS = '''
+
+@triton.jit
+def _better(v, best, IS_MAX: tl.constexpr):
+    # strictly better, or the first NaN (NaN wins, as in ATen)
+    if IS_MAX:
+        return (v > best) | ((v != v) & (best == best))
+    else:
+        return (v < best) | ((v != v) & (best == best))
+
+
+@triton.jit
+def _pick(best, bidx, big, AXIS: tl.constexpr, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr):
+    """Extreme along AXIS and the smallest index reaching it (first NaN if any)."""
+    if IS_MAX:
+        val = tl.max(best, axis=AXIS)
+    else:
+        val = tl.min(best, axis=AXIS)
+    hit = best == tl.expand_dims(val, AXIS)
+    if IS_FLOAT:
+        nan_lane = best != best
+        has_nan = tl.max(nan_lane.to(tl.int32), axis=AXIS) > 0
+        hit = tl.where(tl.expand_dims(has_nan, AXIS), nan_lane, hit)
+        val = tl.where(has_nan, float("nan"), val)
+    idx = tl.min(tl.where(hit, bidx, big), axis=AXIS)
+    return val, idx
+
+
+@triton.jit
+def _extremes_store(val, idx, offs, ok, out_ptr, idx_ptr, part_v, part_i, pid_s, NSPLIT,
+                    SPLIT: tl.constexpr, WANT_VAL: tl.constexpr, WANT_IDX: tl.constexpr):
+    if SPLIT:
+        slot = offs * NSPLIT + pid_s
+        tl.store(part_v + slot, val, mask=ok)
+        tl.store(part_i + slot, idx, mask=ok)
+    else:
+        if WANT_VAL:
+            tl.store(out_ptr + offs, val.to(out_ptr.dtype.element_ty), mask=ok)
+        if WANT_IDX:
+            tl.store(idx_ptr + offs, idx, mask=ok)
+
+
+@triton.jit
+def _extremes_rows(x_ptr, out_ptr, idx_ptr, part_v, part_i, ROWS, R, CHUNK, NSPLIT,
+                   INIT: tl.constexpr, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr,
+                   ACC: tl.constexpr, SPLIT: tl.constexpr, WANT_VAL: tl.constexpr,
+                   WANT_IDX: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    rows = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < ROWS
+    start = pid_s.to(tl.int64) * CHUNK
+    end = tl.minimum(start + CHUNK, R)
+    best = tl.full([BLOCK_M, BLOCK_N], INIT, ACC)
+    bidx = tl.zeros([BLOCK_M, BLOCK_N], tl.int64)
+    for c0 in range(start, end, BLOCK_N):
+        cols = c0 + tl.arange(0, BLOCK_N)
+        m = row_ok[:, None] & (cols[None, :] < end)
+        v = tl.load(x_ptr + rows[:, None] * R + cols[None, :], mask=m, other=0).to(ACC)
+        take = _better(v, best, IS_MAX) & m
+        best = tl.where(take, v, best)
+        bidx = tl.where(take, cols[None, :], bidx)
+    val, idx = _pick(best, bidx, R, 1, IS_MAX, IS_FLOAT)
+    _extremes_store(val, idx, rows, row_ok, out_ptr, idx_ptr, part_v, part_i, pid_s, NSPLIT,
+                    SPLIT, WANT_VAL, WANT_IDX)
+
+
+@triton.jit
+def _extremes_cols(x_ptr, out_ptr, idx_ptr, part_v, part_i, INNER, R, CHUNK, NSPLIT, NIB,
+                   INIT: tl.constexpr, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr,
+                   ACC: tl.constexpr, SPLIT: tl.constexpr, WANT_VAL: tl.constexpr,
+                   WANT_IDX: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_s = tl.program_id(1)
+    o = (pid // NIB).to(tl.int64)
+    i = (pid % NIB).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
+    i_ok = i < INNER
+    base = x_ptr + o * R * INNER
+    start = pid_s.to(tl.int64) * CHUNK
+    end = tl.minimum(start + CHUNK, R)
+    best = tl.full([BLOCK_R, BLOCK_I], INIT, ACC)
+    bidx = tl.zeros([BLOCK_R, BLOCK_I], tl.int64)
+    for r0 in range(start, end, BLOCK_R):
+        r = r0 + tl.arange(0, BLOCK_R)
+        m = (r[:, None] < end) & i_ok[None, :]
+        v = tl.load(base + r[:, None] * INNER + i[None, :], mask=m, other=0).to(ACC)
+        take = _better(v, best, IS_MAX) & m
+        best = tl.where(take, v, best)
+        bidx = tl.where(take, r[:, None], bidx)
+    val, idx = _pick(best, bidx, R, 0, IS_MAX, IS_FLOAT)
+    _extremes_store(val, idx, o * INNER + i, i_ok, out_ptr, idx_ptr, part_v, part_i, pid_s,
+                    NSPLIT, SPLIT, WANT_VAL, WANT_IDX)
+
+
+@triton.jit
+def _extremes_combine(out_ptr, idx_ptr, part_v, part_i, ROWS, R, NSPLIT,
+                      INIT: tl.constexpr, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr,
+                      ACC: tl.constexpr, WANT_VAL: tl.constexpr, WANT_IDX: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    ok = rows < ROWS
+    s = tl.arange(0, BLOCK_S)
+    m = ok[:, None] & (s[None, :] < NSPLIT)
+    slot = rows[:, None] * NSPLIT + s[None, :]
+    best = tl.load(part_v + slot, mask=m, other=0)
+    best = tl.where(m, best, INIT).to(ACC)
+    bidx = tl.load(part_i + slot, mask=m, other=0)
+    val, idx = _pick(best, bidx, R, 1, IS_MAX, IS_FLOAT)
+    if WANT_VAL:
+        tl.store(out_ptr + rows, val.to(out_ptr.dtype.element_ty), mask=ok)
+    if WANT_IDX:
+        tl.store(idx_ptr + rows, idx, mask=ok)
+
+
+def _extremes(x, dims, keepdim, is_max, want_val, want_idx, logical_order=False):
+    """Max/min of `x` over `dims`: returns (values or None, indices or None)."""
+    if x.is_complex():
+        raise RuntimeError("max/min are not defined for complex tensors")
+    shape = _out_shape(list(x.shape), dims, keepdim)
+    out = torch.empty(shape, dtype=x.dtype, device=x.device) if want_val else None
+    idx = torch.empty(shape, dtype=torch.int64, device=x.device) if want_idx else None
+    red_numel = _prod(x.shape[d] for d in dims)
+    if red_numel == 0:
+        raise IndexError("max(): Expected reduction dim to have non-zero size")
+    numel = (out if want_val else idx).numel()
+    if numel == 0:
+        return out, idx
+    is_float = x.dtype.is_floating_point
+    acc = x.dtype if x.dtype == torch.float64 else (torch.float32 if is_float else torch.int64)
+    acc_tl = _tl_dtype(acc)
+    if is_float:
+        init = float("-inf") if is_max else float("inf")
+    else:
+        init = -(2**63) if is_max else 2**63 - 1
+    xv, outer, red, inner = _as_outer_r_inner(x, dims, logical_order)
+    out_arg = out if want_val else idx
+    idx_arg = idx if want_idx else out_arg
+    size = acc.itemsize + 8
+    target = _target_programs(x)
+    flags = dict(INIT=init, IS_MAX=is_max, IS_FLOAT=is_float, ACC=acc_tl,
+                 WANT_VAL=want_val, WANT_IDX=want_idx)
+    if inner == 1:
+        block_m, block_n = _row_blocks(outer, red, size, target)
+        tiles = _cdiv(outer, block_m)
+        nsplit, chunk = _split(tiles, red, block_n, target)
+        rows_total = outer
+    else:
+        block_r, block_i = _col_blocks(inner, red, size)
+        nib = _cdiv(inner, block_i)
+        tiles = outer * nib
+        nsplit, chunk = _split(tiles, red, block_r, target)
+        rows_total = outer * inner
+    n_part = rows_total * nsplit if nsplit > 1 else 1
+    part_v = torch.empty((n_part,), dtype=acc, device=x.device)
+    part_i = torch.empty((n_part,), dtype=torch.int64, device=x.device)
+    if inner == 1:
+        _extremes_rows[(tiles, nsplit)](
+            xv, out_arg, idx_arg, part_v, part_i, outer, red, chunk, nsplit,
+            SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=_warps(block_m * block_n), **flags)
+    else:
+        _extremes_cols[(tiles, nsplit)](
+            xv, out_arg, idx_arg, part_v, part_i, inner, red, chunk, nsplit, nib,
+            SPLIT=nsplit > 1, BLOCK_R=block_r, BLOCK_I=block_i,
+            num_warps=_warps(block_r * block_i), **flags)
+    if nsplit > 1:
+        block_s = max(2, _pow2(nsplit))
+        block_m = max(1, min(_pow2(rows_total), 4096 // block_s))
+        _extremes_combine[(_cdiv(rows_total, block_m),)](
+            out_arg, idx_arg, part_v, part_i, rows_total, red, nsplit,
+            BLOCK_M=block_m, BLOCK_S=block_s, **flags)
+    return out, idx
+'''
+
+
+# ---------------------------------------------------------------- per-overload wrappers
+
+
+@dataclass(frozen=True)
+class _Spec:
+    family: str  # "moments" | "extremes"
+    summary: str
+    body: str  # the wrapper: `def _op(<schema args>):` ...
+    floats_only: bool = False
+
+
+def _sum_like(kind_expr: str, default_dtype: str) -> str:
+    return f"""
+    dims = _norm_dims(dim, self.dim())
+    out_dtype = dtype if dtype is not None else {default_dtype}
+    return _moments(self, dims, keepdim, out_dtype, {kind_expr})
+"""
+
+
+_SUM_DTYPE = "(torch.int64 if not (self.is_floating_point() or self.is_complex()) else self.dtype)"
+
+_SPECS: dict[str, _Spec] = {
+    "sum.default": _Spec(
+        "moments",
+        "sum of every element (optional dtype)",
+        "def _op(self, *, dtype=None):\n    dim, keepdim = None, False"
+        + _sum_like("0", _SUM_DTYPE),
+    ),
+    "sum.dim_IntList": _Spec(
+        "moments",
+        "sum over dims with keepdim and dtype",
+        "def _op(self, dim, keepdim=False, *, dtype=None):" + _sum_like("0", _SUM_DTYPE),
+    ),
+    "mean.default": _Spec(
+        "moments",
+        "mean of every element (optional dtype)",
+        "def _op(self, *, dtype=None):\n    dim, keepdim = None, False"
+        + _sum_like("1", "self.dtype"),
+        floats_only=True,
+    ),
+    "mean.dim": _Spec(
+        "moments",
+        "mean over dims with keepdim and dtype",
+        "def _op(self, dim, keepdim=False, *, dtype=None):" + _sum_like("1", "self.dtype"),
+        floats_only=True,
+    ),
+}
+
+
+def _var_body(signature: str, kind: int, correction_expr: str) -> str:
+    return f"""{signature}
+    correction = {correction_expr}
+    dims = _norm_dims(dim, self.dim())
+    return _moments(self, dims, keepdim, self.dtype, {kind}, correction)
+"""
+
+
+for _name, _kind, _what in (
+    ("var", 2, "variance"),
+    ("std", 3, "standard deviation"),
+    ("var_mean", 4, "variance and mean"),
+    ("std_mean", 5, "standard deviation and mean"),
+):
+    _SPECS[f"{_name}.correction"] = _Spec(
+        "moments",
+        f"{_what} over dims with a correction (Bessel by default)",
+        _var_body(
+            "def _op(self, dim=None, *, correction=None, keepdim=False):",
+            _kind,
+            "1 if correction is None else correction",
+        ),
+        floats_only=True,
+    )
+    _SPECS[f"{_name}.dim"] = _Spec(
+        "moments",
+        f"{_what} over dims, unbiased by default",
+        _var_body(
+            "def _op(self, dim, unbiased=True, keepdim=False):", _kind, "1 if unbiased else 0"
+        ),
+        floats_only=True,
+    )
+
+for _name, _is_max in (("amax", True), ("amin", False)):
+    _SPECS[f"{_name}.default"] = _Spec(
+        "extremes",
+        f"{'maximum' if _is_max else 'minimum'} over dims with keepdim",
+        f"""def _op(self, dim=(), keepdim=False):
+    dims = _norm_dims(dim, self.dim())
+    return _extremes(self, dims, keepdim, {_is_max}, True, False)[0]
+""",
+    )
+
+for _name, _is_max in (("max", True), ("min", False)):
+    _SPECS[f"{_name}.default"] = _Spec(
+        "extremes",
+        f"{'maximum' if _is_max else 'minimum'} of every element",
+        f"""def _op(self):
+    dims = _norm_dims(None, self.dim())
+    return _extremes(self, dims, False, {_is_max}, True, False)[0]
+""",
+    )
+    _SPECS[f"{_name}.dim"] = _Spec(
+        "extremes",
+        f"{'maximum' if _is_max else 'minimum'} values and first indices along one dim",
+        f"""def _op(self, dim, keepdim=False):
+    dims = _norm_dims([dim], self.dim())
+    values, indices = _extremes(self, dims, keepdim, {_is_max}, True, True)
+    return values, indices
+""",
+    )
+
+for _name, _is_max in (("argmax", True), ("argmin", False)):
+    _SPECS[f"{_name}.default"] = _Spec(
+        "extremes",
+        f"first index of the {'maximum' if _is_max else 'minimum'} (flat when dim is None)",
+        f"""def _op(self, dim=None, keepdim=False):
+    if dim is None:
+        # over the flattened tensor: indices count in the input's logical (row-major) order
+        dims = list(range(self.dim()))
+        flat_shape = [1] * self.dim() if keepdim else []
+        idx = _extremes(self, dims, False, {_is_max}, False, True, logical_order=True)[1]
+        return idx.view(flat_shape)
+    dims = _norm_dims([dim], self.dim())
+    return _extremes(self, dims, keepdim, {_is_max}, False, True)[1]
+""",
+    )
+
+_ENTRY = '''def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_PLAN = (
+    "Plan: the input is read as a row-major [outer, R, inner] array (a view when its layout "
+    "allows, else a permuted contiguous copy); inner == 1 runs a row kernel, inner > 1 a column "
+    "kernel coalesced along inner; when too few programs would run, R is split and a second "
+    "kernel combines the partials in a fixed order. Accumulation is fp32 (fp64 for fp64, int64 "
+    "for integers); var/std use sums shifted by each row's first element."
+)
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None:
+        return None
+    allowed = _FLOATS if spec.floats_only else _FLOATS + _INTS
+    if any(dt not in allowed for dt in codegen.case_dtypes(request.cases)):
+        return None
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=spec.summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(_PRELUDE).substitute(conservative=str(variant >= 1)),
+        _MOMENTS_KERNELS if spec.family == "moments" else _EXTREMES_KERNELS,
+        spec.body,
+        Template(_ENTRY).substitute(fn=codegen.function_name(request.op), op=request.op),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

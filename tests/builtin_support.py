@@ -1,0 +1,348 @@
+"""Test support for builtin-provider kernels: run a generated kernel file against eager ATen.
+
+`run_generated(op, source, cases, seed=0)` writes `source` as the op's kernel file in a temporary
+folder, imports it, calls `<folder>_kernel_impl` on seeded inputs built from each TestCase and
+compares every output (and, for in-place/out= overloads, the written tensor) with
+`torch.ops.aten.<name>.<overload>` on an identical copy of the inputs. It returns one line per
+mismatch (empty when all good). Tolerances are the evaluator's strict per-dtype ones.
+
+Inputs (`materialize_case`): floats ~ randn, or |randn| + 0.1 for ops that need positives (log,
+sqrt, ...); integers in [-8, 8) (the second operand of integer division kinds is never 0); bools
+fair coins; strides honoured with `as_strided` over a large enough buffer. Ops with other needs
+(index tensors) pass `make_args`.
+
+Kernels run in Triton's CPU interpreter here: TRITON_INTERPRET=1 is set on import (it is read when
+a kernel file is imported, so setting it here is early enough as long as no kernel was imported).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch  # noqa: E402
+
+from evaluator.naming import kernel_file_name, kernel_function_name, normalize_op, op_to_folder  # noqa: E402
+from evaluator.testcase import TensorSpec, TestCase  # noqa: E402
+
+# Ops whose float inputs should be positive (domain of log/sqrt, bases of pow).
+POSITIVE_OPS = {
+    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "log_", "log2_", "log10_",
+    "log1p_", "sqrt_", "rsqrt_", "pow_",
+}  # fmt: skip
+# Ops whose second tensor/scalar operand must not be zero for integer dtypes.
+NONZERO_DIVISOR_OPS = {
+    "div", "div_", "remainder", "remainder_", "fmod", "fmod_", "floor_divide", "floor_divide_",
+}  # fmt: skip
+
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol), the evaluator's strict
+    torch.float16: (1e-3, 2e-3),
+    torch.bfloat16: (1e-2, 1.6e-2),
+    torch.float32: (1e-4, 1e-4),
+    torch.float64: (1e-7, 1e-7),
+}
+
+MakeArgs = Callable[[str, TestCase, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
+
+_counter = itertools.count()
+
+
+def make_tensor(
+    spec: TensorSpec, gen: torch.Generator, *, positive: bool = False, nonzero: bool = False
+) -> torch.Tensor:
+    """A seeded tensor for `spec` on the CPU, strided as the spec says."""
+    numel = spec.storage_numel() if spec.stride is not None else spec.numel()
+    if spec.dtype == torch.bool:
+        flat = torch.randint(0, 2, (numel,), generator=gen).bool()
+    elif spec.dtype.is_floating_point:
+        flat = torch.randn(numel, generator=gen, dtype=torch.float64)
+        if positive:
+            flat = flat.abs() + 0.1
+        flat = flat.to(spec.dtype)
+    else:
+        low = 0 if spec.dtype == torch.uint8 else -8
+        flat = torch.randint(low, 8, (numel,), generator=gen).to(spec.dtype)
+        if nonzero:
+            flat = torch.where(flat == 0, torch.ones_like(flat), flat)
+    if spec.stride is None:
+        return flat.reshape(spec.shape)
+    return flat.as_strided(spec.shape, spec.stride)
+
+
+def materialize_case(
+    op: str, case: TestCase, gen: torch.Generator
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Seeded inputs for a case, following the rules in the module docstring."""
+    base = normalize_op(op).split(".", 1)[0]
+    positive = base in POSITIVE_OPS
+    divides = base in NONZERO_DIVISOR_OPS
+
+    def build(value: Any, nonzero: bool) -> Any:
+        if isinstance(value, TensorSpec):
+            return make_tensor(value, gen, positive=positive, nonzero=nonzero)
+        if isinstance(value, list):
+            return [build(v, nonzero) for v in value]
+        if isinstance(value, tuple):
+            return tuple(build(v, nonzero) for v in value)
+        return value
+
+    # the divisor of division kinds is the second positional argument
+    args = tuple(build(a, divides and i >= 1) for i, a in enumerate(case.args))
+    kwargs = {k: build(v, False) for k, v in case.kwargs.items()}
+    return args, kwargs
+
+
+def _clone(value: Any) -> Any:
+    """Copy tensors keeping their strides (a pristine twin of the inputs)."""
+    if isinstance(value, torch.Tensor):
+        twin = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype)
+        twin.copy_(value)
+        return twin
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+def compare(name: str, got: Any, want: Any) -> list[str]:
+    """Mismatch lines between a kernel's output and eager's (tensors, tuples of them, scalars)."""
+    if isinstance(want, tuple | list):
+        if not isinstance(got, tuple | list) or len(got) != len(want):
+            return [f"{name}: expected {len(want)} outputs, got {type(got).__name__}"]
+        lines: list[str] = []
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            lines += compare(f"{name}[{i}]", g, w)
+        return lines
+    if not isinstance(want, torch.Tensor):
+        return [] if got == want else [f"{name}: expected {want!r}, got {got!r}"]
+    if not isinstance(got, torch.Tensor):
+        return [f"{name}: expected a tensor, got {type(got).__name__}"]
+    if got.dtype != want.dtype:
+        return [f"{name}: dtype {got.dtype}, expected {want.dtype}"]
+    if got.shape != want.shape:
+        return [f"{name}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"]
+    if want.dtype not in TOLERANCES:
+        bad = got != want
+        if bad.any():
+            return [f"{name}: {int(bad.sum())} of {want.numel()} elements differ (exact dtype)"]
+        return []
+    atol, rtol = TOLERANCES[want.dtype]
+    g, w = got.double(), want.double()
+    if not torch.equal(g.isnan(), w.isnan()):
+        return [f"{name}: NaN positions differ"]
+    close = torch.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return []
+    diff = (g - w).abs().nan_to_num(nan=0.0, posinf=math.inf)
+    return [
+        f"{name}: {int((~close).sum())} of {want.numel()} elements differ, "
+        f"max abs error {diff.max().item():.3g} (atol {atol}, rtol {rtol})"
+    ]
+
+
+def load_kernel(op: str, source: str, directory: Path) -> Callable[..., Any]:
+    """Write `source` as the op's kernel file under `directory` and import its entry point."""
+    folder = directory / op_to_folder(op)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / kernel_file_name(op)
+    path.write_text(source, encoding="utf-8")
+    module_name = f"_builtin_kernel_{op_to_folder(op)}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # triton's JIT looks functions up through their module
+    spec.loader.exec_module(module)
+    return getattr(module, kernel_function_name(op))
+
+
+def run_generated(
+    op: str,
+    source: str,
+    cases: list[TestCase],
+    seed: int = 0,
+    *,
+    make_args: MakeArgs | None = None,
+) -> list[str]:
+    """Run a generated kernel file on every case and compare with eager; [] when all match."""
+    op = normalize_op(op)
+    name, overload = op.split(".", 1)
+    eager = getattr(getattr(torch.ops.aten, name), overload)
+    mutating = [
+        i for i, a in enumerate(eager._schema.arguments) if a.alias_info and a.alias_info.is_write
+    ]
+    build = make_args or materialize_case
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="builtin_kernel_") as tmp:
+        try:
+            kernel = load_kernel(op, source, Path(tmp))
+        except Exception as exc:  # a broken file is a finding, not a test crash
+            return [f"import failed: {type(exc).__name__}: {exc}"]
+        for index, case in enumerate(cases):
+            label = f"case {index} {case.serialize()}"
+            gen = torch.Generator().manual_seed(seed * 1000 + index)
+            args, kwargs = build(op, case, gen)
+            ref_args, ref_kwargs = _clone(args), _clone(kwargs)
+            try:
+                want = eager(*ref_args, **ref_kwargs)
+            except Exception as exc:
+                problems.append(f"{label}: eager raised {type(exc).__name__}: {exc}")
+                continue
+            try:
+                got = kernel(*args, **kwargs)
+            except Exception as exc:
+                problems.append(f"{label}: kernel raised {type(exc).__name__}: {exc}")
+                continue
+            problems += [f"{label}: {p}" for p in compare("output", got, want)]
+            for i in mutating:
+                arg_name = eager._schema.arguments[i].name
+                mine = args[i] if i < len(args) else kwargs.get(arg_name)
+                theirs = ref_args[i] if i < len(ref_args) else ref_kwargs.get(arg_name)
+                problems += [f"{label}: {p}" for p in compare(f"mutated {arg_name}", mine, theirs)]
+                if isinstance(got, torch.Tensor) and got is not mine:
+                    problems.append(f"{label}: did not return the mutated {arg_name}")
+    return problems
+
+
+# ---------------------------------------------------------------- compiling for a GPU, without one
+
+_COMPILE_CHILD = r"""
+import importlib.util, json, sys, traceback
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path[:0] = json.loads(sys.argv[2])
+from builtin_support import materialize_case  # sets TRITON_INTERPRET=1 if unset: undo it
+from evaluator.testcase import parse_case
+import os
+os.environ["TRITON_INTERPRET"] = "0"
+
+jobs = json.loads(open(sys.argv[1]).read())
+TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
+         torch.float64: "fp64", torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16",
+         torch.int32: "i32", torch.int64: "i64", torch.bool: "i1"}
+launches = []
+
+def capture(self, *args, grid, warmup, **kwargs):
+    launches.append((self, args, kwargs))  # record the launch instead of running it
+
+triton.runtime.jit.JITFunction.run = capture
+
+def arg_type(v):
+    if isinstance(v, torch.Tensor):
+        return "*" + TYPES[v.dtype]
+    if isinstance(v, bool):
+        return "i1"
+    if isinstance(v, int):
+        return "i32" if -2**31 <= v < 2**31 else "i64"
+    if isinstance(v, float):
+        return "fp32"
+    raise TypeError(type(v))
+
+results = {}
+for number, job in enumerate(jobs):
+    problems = results.setdefault(job["op"], [])
+    name = f"_gpu_compile_kernel_{number}"
+    spec = importlib.util.spec_from_file_location(name, job["path"])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    impl = getattr(module, job["function"])
+    for index, text in enumerate(job["cases"]):
+        case = parse_case(text)
+        args, kwargs = materialize_case(job["op"], case, torch.Generator().manual_seed(index))
+        del launches[:]
+        try:
+            impl(*args, **kwargs)
+        except Exception as exc:
+            problems.append(f"case {index}: wrapper raised {type(exc).__name__}: {exc}")
+            continue
+        if not launches:
+            problems.append(f"case {index}: no kernel launch was captured")
+        for fn, largs, lkwargs in launches:
+            options = {k: lkwargs.pop(k) for k in ("num_warps", "num_stages") if k in lkwargs}
+            values = dict(zip(fn.arg_names, largs))
+            values.update(lkwargs)
+            signature, constexprs = {}, {}
+            for p in fn.params:
+                v = values[p.name]
+                if p.is_constexpr:
+                    signature[p.name] = "constexpr"
+                    constexprs[p.name] = v
+                else:
+                    signature[p.name] = arg_type(v)
+            try:
+                triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                               target=GPUTarget("cuda", job["arch"], 32), options=options)
+            except Exception as exc:
+                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                problems.append(f"case {index}: {fn.__name__} does not compile: {last[:800]}")
+print(json.dumps(results))
+"""
+
+
+def compile_for_gpu(op: str, source: str, cases: list[TestCase], *, arch: int = 90) -> list[str]:
+    """Compile every kernel launch the cases make to cubin for an sm_`arch` GPU, without a GPU.
+
+    Runs the wrapper on CPU tensors in a child process where Triton is not in interpreter mode,
+    captures each launch instead of running it, and compiles it with the launch's argument types
+    and constexprs. Catches code the interpreter accepts but the compiler rejects. Returns problem
+    lines (empty when all compile); raises RuntimeError when the child itself fails.
+    """
+    return compile_many([(op, source, cases)], arch=arch)[normalize_op(op)]
+
+
+def compile_many(
+    jobs: list[tuple[str, str, list[TestCase]]], *, arch: int = 90
+) -> dict[str, list[str]]:
+    """`compile_for_gpu` for several (op, source, cases) in one child process (saves ~3 s each)."""
+    import json
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="builtin_compile_") as tmp:
+        specs = []
+        for number, (op, source, cases) in enumerate(jobs):
+            path = Path(tmp) / f"{number}_{kernel_file_name(op)}"
+            path.write_text(source, encoding="utf-8")
+            specs.append(
+                {
+                    "op": normalize_op(op),
+                    "path": str(path),
+                    "function": kernel_function_name(op),
+                    "cases": [c.serialize() for c in cases],
+                    "arch": arch,
+                }
+            )
+        job_file = Path(tmp) / "jobs.json"
+        job_file.write_text(json.dumps(specs))
+        here = Path(__file__).resolve().parent
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["TRITON_DEFAULT_FP_FUSION"] = "1"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _COMPILE_CHILD,
+                str(job_file),
+                json.dumps([str(here), str(here.parent)]),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"compile child failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,163 @@
+"""The builtin provider's copy, fill and data-movement kernels against eager ATen (interpreter).
+
+Cases cover dtype casts (half precision both ways, integers, bools), transposed and permuted
+inputs (the 2-D tile path), six merged dims, memory formats, broadcasting copy_, fills with
+numbers and 0-d tensors, and cat/stack/embedding/index_select/gather with valid indices.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from builtin_support import materialize_case, run_generated
+
+from agent.providers.builtin import codegen, gather
+from agent.providers.builtin import copy as copy_family
+from agent.providers.builtin.request import KernelRequest
+from evaluator.testcase import parse_case
+
+COPY_CASES: dict[str, list[str]] = {
+    "_to_copy.default": [
+        "((T([7, 33], f32),), {'dtype': torch.float16})",
+        "((T([7, 33], bf16),), {'dtype': torch.float32})",
+        "((T([7, 33], f16),), {'dtype': torch.bfloat16})",
+        "((T([4, 1, 6], u8),), {'dtype': torch.bool})",
+        "((T([5, 6], f32, [1, 5]),), {'dtype': torch.float16})",
+        "((T([2, 3, 4, 5], f16, [60, 1, 15, 3]),), {'dtype': torch.float32})",
+        "((T([], f16),), {'dtype': torch.float16, 'layout': torch.strided, 'device': 'cpu'})",
+        "((T([3, 5], f32),), {'dtype': torch.int32})",
+        "((T([3, 5], b8),), {'dtype': torch.float16})",
+        "((T([2, 3, 4, 5, 6, 7], f32, [5040, 1, 1260, 252, 42, 6]),), {'dtype': torch.float16})",
+        "((T([1, 16, 12, 8], f16, [1536, 8, 128, 1]),), {'dtype': torch.float32})",
+    ],
+    "clone.default": [
+        "((T([7, 33], f32),), {})",
+        "((T([5, 6], f16, [1, 5]),), {})",
+        "((T([5, 6], f16, [1, 5]),), {'memory_format': torch.contiguous_format})",
+        "((T([2, 3, 4, 5], bf16),), {'memory_format': torch.channels_last})",
+        "((T([40], i64),), {})",
+    ],
+    "copy_.default": [
+        "((T([7, 33], f32), T([7, 33], f32)), {})",
+        "((T([7, 33], f16), T([33], f32)), {})",
+        "((T([5, 6], f32, [1, 5]), T([5, 6], bf16)), {})",
+        "((T([4, 128], i64), T([4, 128], i64)), {})",
+    ],
+    "fill_.Scalar": [
+        "((T([7, 33], f32), 2.5), {})",
+        "((T([5, 6], f16, [1, 5]), -1), {})",
+        "((T([9], i64), 3), {})",
+        "((T([9], b8), True), {})",
+        "((T([9], i32), 2.7), {})",
+    ],
+    "fill_.Tensor": [
+        "((T([7, 33], f32), T([], f32)), {})",
+        "((T([5, 6], f16, [1, 5]), T([], f32)), {})",
+    ],
+    "zero_.default": ["((T([7, 33], bf16),), {})"],
+    "zeros_like.default": [
+        "((T([7, 33], bf16),), {})",
+        "((T([5, 6], f16, [1, 5]),), {'dtype': torch.float32})",
+    ],
+    "ones_like.default": ["((T([7, 33], i32),), {})"],
+    "full_like.default": ["((T([7, 3], f32), 7.5), {})"],
+    "new_zeros.default": ["((T([7, 3], f32), [4, 5]), {})"],
+    "new_ones.default": ["((T([7, 3], f16), [4, 5]), {'dtype': torch.int64})"],
+    "new_full.default": ["((T([7, 3], f16), [4, 5], -3.0), {})"],
+}
+
+MOVE_CASES: dict[str, list[str]] = {
+    "cat.default": [
+        "(([T([4, 3, 1], f16), T([4, 3, 1], f16)], 2), {})",
+        "(([T([4, 3], f32), T([2, 3], f32, [1, 2]), T([0], f32)],), {})",
+        "(([T([2, 3, 4, 5], f16), T([2, 3, 4, 5], f32)], 1), {})",
+        "(([T([3, 7], i64), T([3, 2], i64)], -1), {})",
+    ],
+    "stack.default": [
+        "(([T([4, 3], f16), T([4, 3], f16), T([4, 3], f16, [1, 4])], 1), {})",
+        "(([T([5], f32), T([5], f32)],), {})",
+    ],
+    "embedding.default": [
+        "((T([30, 7], f16), T([4, 5], i64)), {})",
+        "((T([30, 7], f32, [1, 30]), T([1, 9], i64)), {})",
+        "((T([10, 300], bf16), T([], i64), 0), {})",
+    ],
+    "index_select.default": [
+        "((T([5, 6, 7], f32), 1, T([9], i64)), {})",
+        "((T([6, 5], f32, [1, 6]), 0, T([3], i32)), {})",
+        "((T([5, 6], f16), -1, T([], i64)), {})",
+    ],
+    "gather.default": [
+        "((T([5, 6, 7], f32), 1, T([5, 3, 7], i64)), {})",
+        "((T([6, 5], f32, [1, 6]), 0, T([2, 4], i64)), {})",
+        "((T([8, 9], f16), -1, T([8, 1], i64)), {})",
+    ],
+}
+
+# Which argument is the index, and the size of the dim it indexes into.
+_INDEX_OF = {"embedding": 1, "index_select": 2, "gather": 2}
+
+
+def _valid_indices(op: str, case, gen: torch.Generator):
+    """Seeded inputs whose index tensor stays within the indexed dim."""
+    args, kwargs = materialize_case(op, case, gen)
+    name = op.split(".")[0]
+    if name not in _INDEX_OF:
+        return args, kwargs
+    args = list(args)
+    source = args[0]
+    high = source.shape[0] if name == "embedding" else source.shape[args[1]]
+    args[_INDEX_OF[name]] = args[_INDEX_OF[name]].remainder(high)
+    return tuple(args), kwargs
+
+
+def _write(module, op: str, cases: list, variant: int = 0) -> str:
+    request = KernelRequest(op, str(codegen.schema_of(op)), cases, variant)
+    text = module.WRITERS[op](request)
+    assert text is not None, f"the writer declined {op}"
+    return text
+
+
+@pytest.mark.parametrize("op", sorted(COPY_CASES))
+def test_copy_and_fill_match_eager_on_casts_strides_and_formats(op: str) -> None:
+    cases = [parse_case(c) for c in COPY_CASES[op]]
+    assert run_generated(op, _write(copy_family, op, cases), cases) == []
+
+
+def test_copy_conservative_variant_matches_eager() -> None:
+    op = "_to_copy.default"
+    cases = [parse_case(c) for c in COPY_CASES[op]]
+    assert run_generated(op, _write(copy_family, op, cases, variant=1), cases) == []
+
+
+def test_clone_keeps_the_strides_of_a_dense_input() -> None:
+    op = "clone.default"
+    cases = [parse_case("((T([5, 6], f16, [1, 5]),), {})")]
+    import tempfile
+    from pathlib import Path
+
+    from builtin_support import load_kernel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(copy_family, op, cases), Path(tmp))
+        x = torch.randn(6, 5, dtype=torch.float16).t()
+        assert kernel(x).stride() == torch.ops.aten.clone.default(x).stride()
+
+
+@pytest.mark.parametrize("op", sorted(MOVE_CASES))
+def test_data_movement_matches_eager_with_valid_indices(op: str) -> None:
+    cases = [parse_case(c) for c in MOVE_CASES[op]]
+    problems = run_generated(op, _write(gather, op, cases), cases, make_args=_valid_indices)
+    assert problems == []
+
+
+def test_writers_decline_complex_tensors() -> None:
+    cases = [parse_case("((T([4, 4], c64),), {})")]
+    for module, op in ((copy_family, "clone.default"), (gather, "cat.default")):
+        request = KernelRequest(op, str(codegen.schema_of(op)), cases)
+        assert module.WRITERS[op](request) is None
+
+
+def test_every_claimed_overload_exists_in_torch() -> None:
+    for op in [*copy_family.WRITERS, *gather.WRITERS]:
+        codegen.schema_of(op)

@@ -1,0 +1,454 @@
+"""The builtin provider's core and its elementwise families (unary, binary, backward), issue 4.
+
+Generated kernels run in Triton's CPU interpreter against eager ATen on odd sizes, broadcasting,
+non-contiguous inputs, f32/f16/bf16 (plus integer and bool where the op takes them) and scalars.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from builtin_support import compile_many, load_kernel, materialize_case, run_generated
+
+from agent.providers.base import Message, OperatorContext
+from agent.providers.builtin import (
+    BuiltinProvider,
+    backward,
+    binary,
+    elementwise,
+    unary,
+)
+from agent.providers.builtin.provider import choose_variant
+from agent.providers.builtin.registry import FAMILIES, WRITERS
+from agent.providers.builtin.request import KernelRequest
+from evaluator.naming import kernel_function_name
+from evaluator.testcase import parse_case
+
+# The interpreter evaluates masked-off lanes too (log(0), x / 0): numpy warns, results are unused.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def write(op: str, cases: list, variant: int = 0) -> str:
+    source = WRITERS[op](KernelRequest(op=op, schema="", cases=cases, variant=variant))
+    assert source is not None, f"{op} declined"
+    return source
+
+
+def check(op: str, texts: list[str], variant: int = 0, **kwargs) -> list[str]:
+    cases = [parse_case(t) for t in texts]
+    return run_generated(op, write(op, cases, variant), cases, **kwargs)
+
+
+# ---------------------------------------------------------------- unary
+
+# odd sizes; a permuted (dense, non-contiguous) f16 input; a row-sliced (non-dense) bf16 input
+UNARY_CASES = [
+    "((T([37, 53], f32),), {})",
+    "((T([5, 7, 9], f16, [1, 5, 35]),), {})",
+    "((T([3, 129], bf16, [256, 1]),), {})",
+]
+UNARY_EXTRA = {
+    "relu.default": ["((T([2, 9], i64),), {})"],
+    "gelu.default": [
+        "((T([4, 33], f16),), {'approximate': 'tanh'})",
+        "((T([33], bf16),), {'approximate': 'tanh'})",
+    ],
+    "hardtanh.default": ["((T([4, 33], f16), 0.0, 6.0), {})"],
+    "leaky_relu.default": ["((T([4, 33], bf16), 0.2), {})"],
+    "elu.default": ["((T([4, 33], f32), 1.5, 1.2, 0.8), {})"],
+    "softplus.default": ["((T([4, 33], f32), 2.0, 3.0), {})"],
+    "abs.default": ["((T([9], i32),), {})"],
+    "neg.default": ["((T([9], i64),), {})"],
+    "sign.default": ["((T([9], i32),), {})"],
+    "floor.default": ["((T([9], i64),), {})"],
+    "exp.default": ["((T([9], i64),), {})"],
+    "isnan.default": ["((T([9], i64),), {})"],
+    "isinf.default": ["((T([9], i32),), {})"],
+    "logical_not.default": ["((T([9], b8),), {})", "((T([9], i64),), {})"],
+}
+UNARY_ARGS = {  # ops whose scalars have no default: every case gets them
+    "clamp.default": ["((T([37, 53], f32), -0.5, 0.5), {})", "((T([5, 7, 9], f16, [1, 5, 35]), None, 0.2), {})",
+                      "((T([3, 129], bf16, [256, 1]), -0.1), {})", "((T([9], i64), 0.5), {})", "((T([9], i64), -1, 3), {})"],
+    "clamp_min.default": ["((T([37, 53], f32), 0.1), {})", "((T([3, 129], bf16, [256, 1]), -0.2), {})"],
+    "clamp_max.default": ["((T([5, 7, 9], f16, [1, 5, 35]), 0.1), {})", "((T([9], i32), 2), {})"],
+    "pow.Tensor_Scalar": [
+        "((T([37, 53], f32), 2), {})", "((T([5, 7, 9], f16, [1, 5, 35]), 0.5), {})",
+        "((T([3, 129], bf16, [256, 1]), 3), {})", "((T([9, 5], f32), 1.7), {})", "((T([9], f32), 0), {})",
+        "((T([9], f32), 1), {})", "((T([9], f32), -0.5), {})", "((T([9], f32), -1), {})",
+        "((T([9], f16), -2), {})", "((T([9, 4], i64), 5), {})", "((T([9], i32), 2), {})", "((T([9], i32), 2.5), {})",
+    ],
+    "bitwise_not.default": ["((T([9, 5], i64),), {})", "((T([5, 9], b8, [1, 5]),), {})", "((T([9], u8),), {})"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", sorted(unary.SPECS))
+def test_unary_matches_eager_on_odd_strided_and_each_float_dtype(op: str) -> None:
+    texts = UNARY_ARGS.get(op, UNARY_CASES + UNARY_EXTRA.get(op, []))
+    assert check(op, texts) == []
+
+
+@pytest.mark.parametrize(
+    "op",
+    ["relu_.default", "silu_.default", "sigmoid_.default", "hardtanh_.default", "gelu_.default"],
+)
+def test_inplace_unary_writes_self_through_its_strides_and_returns_it(op: str) -> None:
+    texts = ["((T([5, 7, 9], f16, [1, 5, 35]),), {})", "((T([3, 129], bf16, [256, 1]),), {})"]
+    assert check(op, texts) == []
+
+
+def test_out_overload_writes_the_out_tensor() -> None:
+    assert check("relu.out", ["((T([5, 7], f32),), {'out': T([5, 7], f32)})"]) == []
+    assert check("add.out", ["((T([5, 3], f16), T([3], f16)), {'out': T([5, 3], f16)})"]) == []
+
+
+# ---------------------------------------------------------------- binary
+
+BINARY_CASES = [
+    "((T([37, 53], f32), T([53], f32)), {})",
+    "((T([4, 1, 5], f16), T([3, 1], f16)), {})",
+    "((T([6, 5], bf16, [1, 6]), T([6, 5], bf16)), {})",
+]
+BINARY_ARGS = {
+    "add.Tensor": BINARY_CASES + [
+        "((T([4, 5], f16), T([4, 5], f16)), {'alpha': 2})",
+        "((T([2, 3], bf16), T([], f32)), {})",  # 0-d tensor does not promote a dimensioned one
+        "((T([6, 5], f32, [1, 6]), T([6, 5], f16)), {'alpha': 0.5})",
+        "((T([7], i64), T([7], i32)), {})",
+        "((T([7], b8), T([7], b8)), {})",
+        "((T([3, 4], f16), 2.5), {})",  # a Python number in a Tensor slot
+        "((T([7], i32), 1.5), {})",
+    ],
+    "add.Scalar": ["((T([5, 3], f16), 3), {})", "((T([5, 3], i64), 3, 2), {})", "((T([4, 7], bf16), -1.5), {})"],
+    "sub.Tensor": BINARY_CASES + ["((T([4, 5], f32), T([5], f32)), {'alpha': 3})"],
+    "sub.Scalar": ["((T([5, 3], f16), 1.5), {})", "((T([5, 3], f32, [1, 5]), 2, 0.5), {})"],
+    "rsub.Tensor": BINARY_CASES + ["((T([4, 5], f32), T([5], f32)), {'alpha': 2})"],
+    "rsub.Scalar": ["((T([5, 3], f16), 1.0), {})", "((T([5, 3], f32), 1), {'alpha': 2})", "((T([5, 3], i64), 4), {})"],
+    "mul.Scalar": ["((T([4, 5], bf16), 0.125), {})", "((T([4, 5], i32), 3), {})", "((T([4, 5], f16, [1, 4]), 2), {})"],
+    "div.Tensor": BINARY_CASES + ["((T([7], i64), T([7], i64)), {})", "((T([4, 5], f16), T([], f32)), {})"],
+    "div.Scalar": ["((T([4, 5], bf16), 8.0), {})", "((T([4, 5], i64), 2), {})", "((T([4, 5], f16, [1, 4]), 3), {})"],
+    "div.Tensor_mode": [
+        "((T([37, 53], f32), T([53], f32)), {'rounding_mode': 'floor'})",
+        "((T([7, 9], f16), T([9], f16)), {'rounding_mode': 'trunc'})",
+        "((T([7, 9], bf16, [1, 7]), T([7, 9], bf16)), {'rounding_mode': 'floor'})",
+        "((T([50], i64), T([50], i64)), {'rounding_mode': 'floor'})",
+        "((T([50], i32), T([50], i32)), {'rounding_mode': 'trunc'})",
+        "((T([50], f32), T([50], f32)), {'rounding_mode': None})",
+    ],
+    "div.Scalar_mode": ["((T([50], f32), 0.7), {'rounding_mode': 'floor'})", "((T([50], i64), -3), {'rounding_mode': 'trunc'})"],
+    "floor_divide.default": ["((T([50], i64), T([50], i64)), {})", "((T([5, 10], f16), T([10], f16)), {})"],
+    "floor_divide.Scalar": ["((T([50], i64), 3), {})", "((T([50], f32), -0.3), {})"],
+    "remainder.Tensor": ["((T([50], i64), T([50], i64)), {})", "((T([5, 10], f32), T([10], f32)), {})"],
+    "remainder.Scalar": ["((T([50], i64), 3), {})", "((T([50], bf16), -1.5), {})"],
+    "remainder.Scalar_Tensor": ["((5, T([50], i64)), {})", "((2.5, T([50], f32)), {})"],
+    "fmod.Tensor": ["((T([50], i64), T([50], i64)), {})", "((T([5, 10], f16), T([10], f16)), {})"],
+    "fmod.Scalar": ["((T([50], i32), 3), {})", "((T([50], f32), 0.4), {})"],
+    "maximum.default": BINARY_CASES + ["((T([5], i64), T([5], i32)), {})"],
+    "minimum.default": BINARY_CASES + ["((T([5], i64), T([5], i32)), {})"],
+    "pow.Tensor_Tensor": ["((T([5, 6], f32), T([6], f32)), {})", "((T([5, 6], f16), T([6], f16)), {})", "((T([5, 6], bf16), T([5, 6], bf16)), {})"],
+    "pow.Scalar": ["((2.0, T([5, 6], f32)), {})", "((3, T([5, 6], f16)), {})", "((0.5, T([5, 6], bf16)), {})"],
+    "where.self": [
+        "((T([5, 6], b8), T([5, 6], f16), T([6], f16)), {})",
+        "((T([5, 1], b8), T([5, 6], f32, [1, 5]), T([], f32)), {})",
+        "((T([5, 6], b8), T([5, 6], bf16), T([5, 6], bf16)), {})",
+        "((T([5, 6], b8), T([5, 6], i64), T([5, 6], i32)), {})",
+    ],
+    "where.ScalarOther": ["((T([5, 6], b8), T([5, 6], f16), 0.0), {})"],
+    "where.ScalarSelf": ["((T([5, 6], b8), -1.0, T([5, 6], bf16)), {})"],
+    "where.Scalar": ["((T([5, 6], b8), 1.0, 0.0), {})", "((T([5, 6], b8), 1, 0), {})"],
+    "masked_fill.Scalar": [
+        "((T([2, 3, 5, 5], f16), T([2, 1, 1, 5], b8), -65504.0), {})",
+        "((T([4, 5], f32), T([4, 5], b8), 0), {})",
+        "((T([4, 5], bf16, [1, 4]), T([5], b8), 1.5), {})",
+        "((T([4, 5], i64), T([4, 5], b8), 7), {})",
+    ],
+    "masked_fill.Tensor": ["((T([4, 5], bf16), T([4, 5], b8), T([], bf16)), {})", "((T([4, 5], f16), T([5], b8), T([], f32)), {})"],
+    "bitwise_and.Tensor": ["((T([4, 5], b8), T([4, 5], b8)), {})", "((T([4, 5], i64), T([5], i64)), {})"],
+    "bitwise_and.Scalar": ["((T([4, 5], i32), 6), {})"],
+    "bitwise_or.Tensor": ["((T([4, 5], b8), T([4, 5], b8)), {})", "((T([4, 5], i64), T([5], i64)), {})"],
+    "bitwise_or.Scalar": ["((T([4, 5], i32), 6), {})"],
+    "bitwise_xor.Tensor": ["((T([4, 5], b8), T([4, 5], b8)), {})", "((T([4, 5], u8), T([5], u8)), {})"],
+    "bitwise_xor.Scalar": ["((T([4, 5], i64), 5), {})"],
+    "logical_and.default": ["((T([4, 5], b8), T([4, 5], b8)), {})", "((T([4, 5], f32), T([5], i64)), {})"],
+    "logical_or.default": ["((T([4, 5], b8), T([4, 5], b8)), {})", "((T([4, 5], i32), T([5], b8)), {})"],
+    "logical_xor.default": ["((T([4, 5], b8), T([4, 5], b8)), {})", "((T([4, 5], i32), T([5], i32)), {})"],
+    "addcmul.default": ["((T([4, 5], f32), T([4, 5], f32), T([5], f32)), {'value': 0.5})", "((T([4, 5], f16), T([4, 5], f16), T([4, 5], f16)), {})"],
+    "addcdiv.default": ["((T([4, 5], f32), T([4, 5], f32), T([5], f32)), {'value': -0.1})", "((T([4, 5], bf16), T([4, 5], bf16), T([4, 5], bf16)), {})"],
+    "lerp.Scalar": ["((T([4, 5], f32), T([4, 5], f32), 0.3), {})", "((T([4, 5], f16), T([5], f16), 0.7), {})"],
+    "lerp.Tensor": ["((T([4, 5], f16), T([4, 5], f16), T([5], f16)), {})", "((T([4, 5], f32), T([4, 5], f32), T([4, 5], f32)), {})"],
+}  # fmt: skip
+for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+    BINARY_ARGS[f"{_cmp}.Tensor"] = BINARY_CASES + [
+        "((T([5, 6], i64), T([6], i64)), {})",  # small ints: many equal pairs
+        "((T([5, 6], f32), T([6], f16)), {})",
+    ]
+    BINARY_ARGS[f"{_cmp}.Scalar"] = [
+        "((T([5, 6], i64), 0), {})",
+        "((T([5, 6], f16), 0.5), {})",
+        "((T([5, 6], bf16, [1, 5]), 0), {})",
+        "((T([5, 6], i32), 2.5), {})",
+    ]
+
+
+@pytest.mark.parametrize("op", sorted(binary.SPECS))
+def test_binary_matches_eager_with_broadcasting_promotion_and_scalars(op: str) -> None:
+    assert check(op, BINARY_ARGS.get(op, BINARY_CASES)) == []
+
+
+@pytest.mark.parametrize(
+    "op, texts",
+    [
+        ("add_.Tensor", ["((T([6, 5], f32, [1, 6]), T([5], f32)), {})", "((T([4, 5], bf16), T([4, 5], bf16)), {'alpha': -1})"]),
+        ("mul_.Tensor", ["((T([2, 3, 4], f16, [12, 1, 3]), T([3, 1], f16)), {})"]),
+        ("div_.Scalar", ["((T([4, 5], f32, [1, 4]), 3.0), {})"]),
+        ("masked_fill_.Scalar", ["((T([2, 3, 5, 5], f32), T([5, 5], b8), -1e9), {})"]),
+        ("eq_.Scalar", ["((T([4, 5], f16), 0.0), {})"]),
+    ],
+)  # fmt: skip
+def test_inplace_binary_mutates_self_and_returns_it(op: str, texts: list[str]) -> None:
+    assert check(op, texts) == []
+
+
+def test_broadcast_over_permuted_nd_inputs_uses_strided_index_math() -> None:
+    # channels-last x with a per-channel y and a transposed z: no dims merge for every operand
+    texts = [
+        "((T([2, 3, 5, 7], f32, [105, 1, 21, 3]), T([3, 1, 1], f32)), {})",
+        "((T([2, 3, 5, 7], f16, [105, 35, 1, 5]), T([2, 1, 5, 7], f16)), {})",
+        "((T([4, 1, 6, 1, 5], bf16), T([3, 1, 2, 5], bf16)), {})",
+    ]
+    assert check("add.Tensor", texts) == []
+    assert (
+        check(
+            "where.self",
+            ["((T([3, 1, 7], b8), T([2, 3, 5, 7], f32, [105, 1, 21, 3]), T([5, 1], f32)), {})"],
+        )
+        == []
+    )
+
+
+def test_more_than_six_unmergeable_dims_fall_back_to_contiguous_copies() -> None:
+    # alternating broadcast pattern: 7 dims that cannot be merged
+    texts = ["((T([2, 1, 2, 1, 2, 1, 2], f32), T([1, 3, 1, 3, 1, 3, 1], f32)), {})"]
+    assert check("mul.Tensor", texts) == []
+
+
+@pytest.mark.parametrize("variant", [1, 2])
+def test_fallback_variants_match_eager_on_strided_broadcast_inputs(variant: int) -> None:
+    texts = [
+        "((T([2, 3, 5, 7], f32, [105, 1, 21, 3]), T([3, 1, 1], f32)), {'alpha': 2})",
+        "((T([37, 53], bf16), T([53], bf16)), {})",
+    ]
+    assert check("add.Tensor", texts, variant) == []
+    assert check("relu_.default", ["((T([5, 7, 9], f16, [1, 5, 35]),), {})"], variant) == []
+
+
+def test_result_type_matches_torch_for_tensors_zero_dim_tensors_and_scalars() -> None:
+    module_fn = load_kernel(
+        "add.Tensor", write("add.Tensor", []), Path(__import__("tempfile").mkdtemp())
+    )
+    result_type = module_fn.__globals__["_result_type"]
+    dtypes = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+              torch.float16, torch.bfloat16, torch.float32, torch.float64]  # fmt: skip
+    for a in dtypes:
+        for b in dtypes:
+            x, y0 = torch.zeros(2, dtype=a), torch.zeros((), dtype=b)
+            for other in (torch.zeros(2, dtype=b), y0):
+                assert result_type(x, other) == torch.result_type(x, other), (a, b, other.dim())
+            assert result_type(torch.zeros((), dtype=a), y0) == torch.result_type(
+                torch.zeros((), dtype=a), y0
+            )
+        for scalar in (True, 3, 2.5):
+            assert result_type(torch.zeros(2, dtype=a), scalar) == torch.result_type(
+                torch.zeros(2, dtype=a), scalar
+            )
+
+
+def _with_values(values: dict[int, torch.Tensor]):
+    """make_args that replaces positional tensors by given values (special inputs)."""
+
+    def make(op, case, gen):
+        args, kwargs = materialize_case(op, case, gen)
+        args = tuple(
+            values.get(i, a) if isinstance(a, torch.Tensor) else a for i, a in enumerate(args)
+        )
+        return args, kwargs
+
+    return make
+
+
+def test_float_floor_and_trunc_division_are_exact_on_integer_quotients() -> None:
+    a = torch.tensor([6.0, -6.0, 7.0, -7.0, 1.0, 0.3, -0.3, 5.0, 0.0, 3.0] * 3)
+    b = torch.tensor([3.0, 3.0, -2.0, 2.0, 0.1, 0.1, 0.1, 0.0, 2.0, 3.0] * 3)
+    cases = ["((T([30], f32), T([30], f32)), {'rounding_mode': 'floor'})"]
+    make = _with_values({0: a, 1: b})
+    assert check("div.Tensor_mode", cases, make_args=make) == []
+    cases = ["((T([30], f32), T([30], f32)), {'rounding_mode': 'trunc'})"]
+    assert check("div.Tensor_mode", cases, make_args=make) == []
+
+
+def test_pow_of_negative_bases_follows_integer_exponent_rules() -> None:
+    x = torch.tensor([-2.0, -1.5, 0.0, 1.5, -0.0, 2.0] * 2)
+    e = torch.tensor([3.0, 2.0, -1.0, 0.5, 2.0, 0.0, 0.5, -2.0, 3.0, 0.0, 1.0, -3.0])
+    cases = ["((T([12], f32), T([12], f32)), {})"]
+    assert check("pow.Tensor_Tensor", cases, make_args=_with_values({0: x, 1: e})) == []
+
+
+@pytest.mark.parametrize(
+    "op, text",
+    [
+        ("relu.default", "((T([6], f32),), {})"),
+        ("hardtanh.default", "((T([6], f32),), {})"),
+        ("clamp.default", "((T([6], f32), -0.5, 0.5), {})"),
+        ("maximum.default", "((T([6], f32), T([6], f32)), {})"),
+        ("minimum.default", "((T([6], f32), T([6], f32)), {})"),
+        ("sigmoid.default", "((T([6], f32),), {})"),
+        ("tanh.default", "((T([6], f32),), {})"),
+        ("isnan.default", "((T([6], f32),), {})"),
+        ("isinf.default", "((T([6], f32),), {})"),
+        ("exp.default", "((T([6], f32),), {})"),
+        ("log1p.default", "((T([6], f32),), {})"),
+        ("expm1.default", "((T([6], f32),), {})"),
+    ],
+)
+def test_nan_and_inf_propagate_like_eager(op: str, text: str) -> None:
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1e-30, -3.0])
+    other = torch.tensor([1.0, float("nan"), 0.0, float("nan"), -1.0, 2.0])
+    assert check(op, [text], make_args=_with_values({0: special, 1: other})) == []
+
+
+# ---------------------------------------------------------------- backward
+
+BACKWARD_ARGS = {
+    "threshold_backward.default": ["((T([37, 53], f16), T([37, 53], f16), 0), {})", "((T([9, 5], f32, [1, 9]), T([9, 5], f32), 0.5), {})", "((T([4, 33], bf16), T([4, 33], bf16), 0), {})"],
+    "sigmoid_backward.default": ["((T([37, 53], f32), T([37, 53], f32)), {})", "((T([4, 33], bf16), T([4, 33], bf16)), {})"],
+    "tanh_backward.default": ["((T([37, 53], f16), T([37, 53], f16)), {})", "((T([4, 33], bf16), T([4, 33], bf16, [1, 4])), {})"],
+    "gelu_backward.default": ["((T([37, 53], f32), T([37, 53], f32)), {})", "((T([4, 33], f16), T([4, 33], f16)), {'approximate': 'tanh'})", "((T([4, 33], bf16), T([4, 33], bf16)), {})"],
+    "silu_backward.default": ["((T([37, 53], f16), T([37, 53], f16)), {})", "((T([4, 33], bf16), T([4, 33], bf16)), {})", "((T([4, 33], f32), T([4, 33], f32)), {})"],
+    "hardtanh_backward.default": ["((T([37, 53], f16), T([37, 53], f16), -1.0, 1.0), {})", "((T([4, 33], f32), T([4, 33], f32), 0.0, 6.0), {})"],
+    "leaky_relu_backward.default": ["((T([37, 53], f16), T([37, 53], f16), 0.1, False), {})", "((T([4, 33], bf16), T([4, 33], bf16), 0.2, True), {})"],
+    "elu_backward.default": ["((T([37, 53], f32), 1.0, 1.0, 1.0, False, T([37, 53], f32)), {})", "((T([4, 33], f16), 1.5, 1.0, 2.0, True, T([4, 33], f16)), {})"],
+    "hardsigmoid_backward.default": ["((T([37, 53], f16), T([37, 53], f16)), {})", "((T([4, 33], f32), T([4, 33], f32)), {})"],
+    "hardswish_backward.default": ["((T([37, 53], f16), T([37, 53], f16)), {})", "((T([4, 33], bf16), T([4, 33], bf16)), {})"],
+    "softplus_backward.default": ["((T([37, 53], f32), T([37, 53], f32), 1.0, 20.0), {})", "((T([4, 33], f16), T([4, 33], f16), 2.0, 1.0), {})"],
+    "mish_backward.default": ["((T([37, 53], f32), T([37, 53], f32)), {})", "((T([4, 33], f16), T([4, 33], f16)), {})"],
+    "native_dropout_backward.default": ["((T([37, 53], f16), T([37, 53], b8), 1.1111111111111112), {})", "((T([4, 33], f32), T([4, 33], b8), 2.0), {})"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", sorted(backward.SPECS))
+def test_backward_matches_eager_for_each_dtype(op: str) -> None:
+    assert check(op, BACKWARD_ARGS[op]) == []
+
+
+# ---------------------------------------------------------------- every writer, the files, the provider
+
+
+def test_every_elementwise_writer_renders_a_file_with_the_entry_point_and_allowed_imports() -> None:
+    # render_file already compiles every file; here: the entry point and the sandbox's imports
+    for family in (unary, binary, backward):
+        for op, writer in family.WRITERS.items():
+            source = writer(KernelRequest(op=op, schema="", cases=[], variant=0))
+            assert f"\ndef {kernel_function_name(op)}(*args, **kwargs):" in source, op
+            imports = set(re.findall(r"^(?:import|from) ([\w.]+)", source, flags=re.M))
+            assert imports == {"torch", "triton", "triton.language"}, (op, imports)
+            assert "@triton.jit" in source, op
+
+
+def test_every_covered_name_is_a_real_aten_overload() -> None:
+    for op in WRITERS:
+        name, overload = op.split(".")
+        assert overload in getattr(torch.ops.aten, name).overloads(), op
+
+
+def test_writer_declines_complex_dtypes() -> None:
+    cases = [parse_case("((T([4], c64), T([4], c64)), {})")]
+    assert WRITERS["add.Tensor"](KernelRequest("add.Tensor", "", cases)) is None
+
+
+def test_writer_declines_integer_pow_with_a_tensor_exponent() -> None:
+    cases = [parse_case("((T([4], i64), T([4], i64)), {})")]
+    assert WRITERS["pow.Tensor_Tensor"](KernelRequest("pow.Tensor_Tensor", "", cases)) is None
+
+
+def _context(op: str, cases: list[str], **kwargs) -> OperatorContext:
+    return OperatorContext(op=op, schema="", cases=[parse_case(c) for c in cases], **kwargs)
+
+
+def test_completion_holds_one_python_block_with_the_kernel_file() -> None:
+    done = BuiltinProvider().complete(
+        [Message("user", "write add")], _context("aten.add.Tensor", BINARY_CASES)
+    )
+    blocks = re.findall(r"```python\n(.*?)```", done.text, flags=re.S)
+    assert len(blocks) == 1 and done.text.count("```") == 2
+    assert f"def {kernel_function_name('add.Tensor')}(" in blocks[0]
+    assert done.model == "builtin-v1"
+
+
+def test_same_request_gives_the_same_text() -> None:
+    provider = BuiltinProvider()
+    first = provider.complete([], _context("gelu.default", UNARY_CASES, worker=1, round=1))
+    again = BuiltinProvider().complete([], _context("gelu.default", UNARY_CASES, worker=2, round=1))
+    assert first.text == again.text
+
+
+def test_unknown_op_answer_has_no_code_block_and_names_the_families() -> None:
+    provider = BuiltinProvider()
+    done = provider.complete([], _context("aten.totally_unknown.default", []))
+    assert "```" not in done.text
+    assert done.text.startswith(
+        "builtin provider has no writer for totally_unknown.default; it covers:"
+    )
+    assert all(family in done.text for family in FAMILIES)
+    assert not provider.can_write("totally_unknown.default") and provider.can_write(
+        "aten.relu_.default"
+    )
+
+
+def test_declined_cases_answer_without_code() -> None:
+    done = BuiltinProvider().complete(
+        [], _context("add.Tensor", ["((T([4], c64), T([4], c64)), {})"])
+    )
+    assert "```" not in done.text and "has no writer for add.Tensor" in done.text
+
+
+def test_variant_policy_moves_to_fallbacks_only_after_feedback() -> None:
+    assert choose_variant(_context("relu.default", [], round=1)) == 0
+    assert choose_variant(_context("relu.default", [], round=3)) == 0
+    assert choose_variant(_context("relu.default", [], round=2, feedback={"status": "failed"})) == 1
+    assert choose_variant(_context("relu.default", [], round=3, feedback={"status": "failed"})) == 2
+    text = (
+        BuiltinProvider()
+        .complete([], _context("relu.default", UNARY_CASES, round=2, feedback={"status": "failed"}))
+        .text
+    )
+    assert "variant 1" in text and "_CONTIGUOUS_INPUTS = True" in text
+
+
+def test_elementwise_variants_clamp_to_the_last_one() -> None:
+    assert elementwise.render("relu.default", unary.SPECS["relu.default"], 7) == write(
+        "relu.default", [], 2
+    )
+
+
+@pytest.mark.slow
+def test_kernels_compile_for_an_sm90_gpu() -> None:
+    """The interpreter accepts code the GPU compiler rejects; compile real launches for sm_90."""
+    jobs = {
+        "add.Tensor": ["((T([2, 3, 5, 7], f32, [105, 1, 21, 3]), T([3, 1, 1], f16)), {})", "((T([8], bf16), 2.0), {})"],
+        "pow.Tensor_Scalar": ["((T([9], i64), 5), {})", "((T([9], f16), 1.7), {})"],
+        "div.Tensor_mode": ["((T([9], f32), T([9], f32)), {'rounding_mode': 'floor'})", "((T([9], i64), T([9], i64)), {'rounding_mode': 'floor'})"],
+        "gelu_backward.default": ["((T([9], bf16), T([9], bf16)), {'approximate': 'tanh'})"],
+    }  # fmt: skip
+    batch = []
+    for op, texts in jobs.items():
+        cases = [parse_case(t) for t in texts]
+        batch.append((op, write(op, cases), cases))
+    try:
+        problems = compile_many(batch)
+    except RuntimeError as exc:
+        if "No module named" in str(exc) or "ptxas" in str(exc):
+            pytest.skip(f"Triton's CUDA backend is not usable here: {exc}")
+        raise
+    assert problems == {op: [] for op in jobs}

@@ -1,0 +1,83 @@
+"""The builtin provider's mm/bmm/addmm kernels against eager ATen (CPU interpreter).
+
+Cases cover sizes that are not multiples of the tiles, transposed operands read through their
+strides, long K split over programs, addmm's broadcast bias with beta/alpha (beta == 0 ignores
+the bias, NaN included, as eager does), and each float dtype.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from builtin_support import materialize_case, run_generated
+
+from agent.providers.builtin import codegen, matmul
+from agent.providers.builtin.request import KernelRequest
+from evaluator.testcase import parse_case
+
+CASES: dict[str, list[str]] = {
+    "mm.default": [
+        "((T([7, 33], f32), T([33, 5], f32)), {})",
+        "((T([40, 33], f16), T([33, 50], f16)), {})",
+        "((T([40, 33], bf16), T([33, 50], bf16)), {})",
+        "((T([40, 33], f16, [1, 40]), T([33, 50], f16)), {})",
+        "((T([20, 200], f32), T([200, 17], f32, [1, 200])), {})",
+        "((T([16, 64], f32), T([64, 32], f32)), {})",
+        "((T([5, 0], f32), T([0, 3], f32)), {})",
+        "((T([8, 5], f64), T([5, 3], f64)), {})",
+    ],
+    "bmm.default": [
+        "((T([3, 7, 33], f32), T([3, 33, 5], f32)), {})",
+        "((T([4, 20, 16], f16, [320, 1, 20]), T([4, 16, 24], f16)), {})",
+        "((T([2, 20, 16], bf16), T([2, 16, 24], bf16, [384, 1, 16])), {})",
+    ],
+    "addmm.default": [
+        "((T([5], f32), T([7, 33], f32), T([33, 5], f32)), {})",
+        "((T([50], f16), T([40, 33], f16), T([33, 50], f16, [1, 33])), {})",
+        "((T([40, 50], bf16), T([40, 33], bf16), T([33, 50], bf16)), {'beta': 0.5, 'alpha': 2.0})",
+        "((T([1, 9], f32), T([3, 300], f32), T([300, 9], f32)), {'beta': 0})",
+    ],
+}
+
+
+def _write(op: str, cases: list, variant: int = 0) -> str:
+    request = KernelRequest(op, str(codegen.schema_of(op)), cases, variant)
+    text = matmul.WRITERS[op](request)
+    assert text is not None, f"the matmul writer declined {op}"
+    return text
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_matmul_matches_eager_on_odd_sizes_strides_and_dtypes(op: str) -> None:
+    cases = [parse_case(c) for c in CASES[op]]
+    assert run_generated(op, _write(op, cases), cases) == []
+
+
+def test_conservative_variant_matches_eager() -> None:
+    op = "addmm.default"
+    cases = [parse_case(c) for c in CASES[op]]
+    assert run_generated(op, _write(op, cases, variant=1), cases) == []
+
+
+def test_addmm_with_beta_zero_ignores_a_nan_bias() -> None:
+    op = "addmm.default"
+    cases = [parse_case("((T([9], f32), T([6, 20], f32), T([20, 9], f32)), {'beta': 0})")]
+
+    def nan_bias(op: str, case, gen: torch.Generator):
+        args, kwargs = materialize_case(op, case, gen)
+        return (torch.full((9,), float("nan")), *args[1:]), kwargs
+
+    assert run_generated(op, _write(op, cases), cases, make_args=nan_bias) == []
+
+
+def test_writer_declines_integer_matrices() -> None:
+    op = "mm.default"
+    cases = [parse_case("((T([4, 4], i64), T([4, 4], i64)), {})")]
+    request = KernelRequest(op, str(codegen.schema_of(op)), cases)
+    assert matmul.WRITERS[op](request) is None
+
+
+def test_same_request_gives_the_same_text() -> None:
+    op = "bmm.default"
+    cases = [parse_case(c) for c in CASES[op]]
+    assert _write(op, cases) == _write(op, cases)
