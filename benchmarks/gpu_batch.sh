@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Batched GPU measurements for one lease of the H200 (see docs/BENCHMARKS.md).
+# Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
+#   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
+# Steps: cost | agent10 | honest | builtin_all | model_check | gputests
+# Each step writes its log and a tarball of its run folder under OUTDIR.
+set -uo pipefail
+out=$1; shift
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+newest_run() { ls -1dt agent_logs/run_* 2>/dev/null | head -1; }
+keep_run() { local r; r=$(newest_run); [ -n "$r" ] && tar czf "$out/$1.tgz" "$r" && echo "kept $r as $1.tgz"; }
+for step in "$@"; do
+  start=$(date +%s)
+  case $step in
+    cost)
+      timeout 150 python3 benchmarks/sandbox_cost.py --device cuda --num-candidates 10 --modes fork,fresh \
+        --out "$out/sandbox_cost.json" > "$out/cost.log" 2>&1 ;;
+    agent10)
+      timeout 300 python3 -m agent.run --provider builtin --suite torchbench --num-operators 10 \
+        --device cuda --num-workers 1 --kernels-dir /tmp/k10 > "$out/agent10.log" 2>&1
+      keep_run agent10 ;;
+    honest)
+      timeout 200 python3 -m agent.run --evaluate-only --kernels-dir tests/fixtures/kernels/corpus \
+        --suite torchbench --ops add.Tensor,relu.default,gelu.default,sum.dim_IntList,_softmax.default,mm.default,mean.dim \
+        --device cuda > "$out/honest.log" 2>&1
+      keep_run honest ;;
+    builtin_all)
+      timeout 560 python3 -m agent.run --provider builtin --suite torchbench --device cuda \
+        --num-workers 1 --max-rounds 3 --kernels-dir generated_kernels > "$out/builtin_all.log" 2>&1
+      keep_run builtin_all ;;
+    model_check)
+      timeout 400 python3 -m evaluator.model_check --kernels-dir generated_kernels --steps 500 \
+        --device cuda > "$out/model_check.log" 2>&1
+      keep_run model_check ;;
+    gputests)
+      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py \
+        > "$out/gputests.log" 2>&1 ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+  echo "step $step: rc=$? in $(( $(date +%s) - start )) s"
+done
