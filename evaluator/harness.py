@@ -313,22 +313,33 @@ class Judge:
         return out, flags, err_type, err_msg, (args, kwargs)
 
     def mutation_flags(self, run: Seeded, inputs: tuple[tuple, dict]) -> list[str]:
+        """Inputs must end as eager left them: untouched (bitwise) where eager did not write,
+        and equal within tolerance where eager writes without saying so in the schema
+        (`native_batch_norm`'s running statistics)."""
         args, kwargs = inputs
+        pairs: list[tuple[str, Any, Any, Any]] = [
+            (f"arg{i}", a, p, r)
+            for i, (a, p, r) in enumerate(zip(args, run.args, run.ref_args, strict=False))
+            if i not in self.mut_pos
+        ]
+        pairs += [
+            (name, v, run.kwargs.get(name), run.ref_kwargs.get(name))
+            for name, v in kwargs.items()
+            if name not in self.mut_names
+        ]
         flags = []
-        for i, (a, p) in enumerate(zip(args, run.args, strict=False)):
-            if i in self.mut_pos:
-                continue
-            for (where, t), (_, pt) in zip(_tensors(a, f"arg{i}"), _tensors(p, ""), strict=False):
-                if not checks.bitwise_equal(t, pt):
-                    flags.append(f"{Flag.INPUT_MUTATED}:{where}")
-        for name, value in kwargs.items():
-            if name in self.mut_names:
-                continue
-            for (where, t), (_, pt) in zip(
-                _tensors(value, name), _tensors(run.kwargs.get(name), ""), strict=False
+        for label, value, pristine, after_eager in pairs:
+            for (where, t), (_, pt), (_, rt) in zip(
+                _tensors(value, label),
+                _tensors(pristine, ""),
+                _tensors(after_eager, ""),
+                strict=False,
             ):
-                if not checks.bitwise_equal(t, pt):
-                    flags.append(f"{Flag.INPUT_MUTATED}:{where}")
+                if checks.bitwise_equal(rt, pt):
+                    if not checks.bitwise_equal(t, pt):
+                        flags.append(f"{Flag.INPUT_MUTATED}:{where}")
+                elif not checks.compare(t, rt, self.cfg.correctness, where).ok:
+                    flags.append(f"{Flag.WRONG_VALUES}:{where} (eager updates it in place)")
         return flags
 
     def check_result(self, out: Any, run: Seeded, inputs: tuple[tuple, dict]) -> checks.Comparison:
@@ -370,6 +381,11 @@ class Judge:
                 )
                 return result
             for f in self.mutation_flags(run, inputs):
+                if f.startswith(Flag.WRONG_VALUES):
+                    messages.append(
+                        f"call {step + 1} (seed {run.seed}): {f.split(':', 1)[1]} differs from eager"
+                    )
+                    f = Flag.WRONG_VALUES
                 if f not in result.flags:
                     result.flags.append(f)
             cmp = self.check_result(out, run, inputs)

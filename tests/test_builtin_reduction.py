@@ -53,6 +53,11 @@ CASES: dict[str, list[str]] = {
         "((T([500, 7], f32), [0]), {})",
     ],
     "std.correction": ["((T([4, 33], f16), [1]), {'correction': 1})"],
+    "std_mean.correction": ["((T([4, 33, 6], f32), [0, 2]), {'correction': 2})"],
+    "var.dim": ["((T([4, 33], f32), [0], False, True), {})"],
+    "std.dim": ["((T([4, 33], f16), [1], True), {})"],
+    "var_mean.dim": ["((T([4, 33], bf16), [1]), {})"],
+    "std_mean.dim": ["((T([4, 33], f32), [1], False), {})"],
     "amax.default": [
         "((T([4, 33], f16), [1]), {})",
         "((T([4, 33, 3], bf16), [0, 2], True), {})",
@@ -68,6 +73,8 @@ CASES: dict[str, list[str]] = {
     ],
     "min.dim": ["((T([4, 33], f32), 0), {})"],
     "max.default": ["((T([4, 330], bf16),), {})"],
+    "min.default": ["((T([4, 333], f32),), {})", "((T([4, 33], i64),), {})"],
+    "argmin.default": ["((T([4, 33], f32), 0), {})", "((T([4, 33], f16),), {})"],
     "argmax.default": [
         "((T([4, 33], f32),), {})",
         "((T([4, 33], f32), 1, True), {})",

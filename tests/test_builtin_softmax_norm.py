@@ -70,6 +70,10 @@ BATCH_NORM_CASES: dict[str, list[str]] = {
         "((T([64, 5], bf16), T([5], bf16), T([5], bf16), T([5], bf16), T([5], bf16), True, 0.1, 1e-05), {})",
         "((T([2, 6, 33], f32), None, None, T([6], f32), T([6], f32), False, 0.1, 1e-05), {})",
     ],
+    "_native_batch_norm_legit.default": [
+        "((T([4, 3, 5, 5], f32), T([3], f32), T([3], f32), T([3], f32), T([3], f32), True, 0.1, 1e-05), {})",
+        "((T([4, 3, 5, 5], f16), None, None, T([3], f16), T([3], f16), False, 0.1, 1e-05), {})",
+    ],
     "_native_batch_norm_legit_no_training.default": [
         "((T([4, 3, 5, 5], f16), T([3], f16), T([3], f16), T([3], f16), T([3], f16), 0.1, 1e-05), {})",
     ],

@@ -125,3 +125,30 @@ def test_no_leftover_processes_after_close(tmp_path: Path) -> None:
     box.close()
     assert server.proc.poll() is not None
     assert os.path.exists(tmp_path / "s")
+
+
+BN_CASE = [parse_case("((T([4, 8, 5, 5], f32), T([8], f32), T([8], f32), T([8], f32), T([8], f32), True, 0.1, 1e-05), {})")]
+
+
+def _builtin_kernel(op: str, cases: list, tmp_path: Path) -> Path:
+    from agent.extract import extract_candidate
+    from agent.providers.base import OperatorContext
+    from agent.providers.builtin import BuiltinProvider
+
+    text = BuiltinProvider().complete([], OperatorContext(op=op, schema="", cases=cases)).text
+    path = tmp_path / "bn.py"
+    path.write_text(extract_candidate(text, op))
+    return path
+
+
+def test_inputs_eager_updates_in_place_must_match_eager(sandbox: Sandbox, tmp_path: Path) -> None:
+    """native_batch_norm updates running stats without an alias annotation: a kernel that does
+    the same passes; one that updates them differently fails (not 'input_mutated')."""
+    path = _builtin_kernel("native_batch_norm.default", BN_CASE, tmp_path)
+    assert sandbox.judge(path, "native_batch_norm.default", BN_CASE).status is Status.PASSED
+    src = path.read_text()
+    assert "momentum" in src
+    path.write_text(src.replace("def _op(", "def _op_inner(", 1) + "\n\ndef _op(*a, **k):\n    a = list(a)\n    a[6] = a[6] * 2\n    return _op_inner(*a, **k)\n")
+    res = sandbox.judge(path, "native_batch_norm.default", BN_CASE)
+    assert res.status is Status.FAILED, (res.status, res.flags, res.reason)
+    assert Flag.WRONG_VALUES in res.flags

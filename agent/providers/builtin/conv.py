@@ -1,0 +1,474 @@
+"""Convolution family of the builtin provider: aten::convolution (2-D and 1-D, not transposed).
+
+Contract: `WRITERS` maps `convolution.default` (and `convolution_backward.default`, written by
+`conv_backward.py` and imported lazily) to a Writer (KernelRequest -> text of a whole kernel
+file, or None when a case is outside the template: transposed or 3-D convolution, dtypes other
+than f16/bf16/f32). Same request -> same text. `case_is_supported` and `SHARED_SOURCE` are
+shared with the backward writer.
+
+How the generated forward kernel works:
+- implicit GEMM, no im2col buffer: M = N*OH*OW output pixels, N = output channels of one group,
+  K = C/groups * KH * KW; one program per BLOCK_M x BLOCK_N tile of one group (grouped launch
+  order for L2 reuse), fp32 accumulation with `tl.dot` (fp32 operands in "ieee" precision, or
+  "tf32" on CUDA when eager's cuDNN would use TF32: `torch.backends.cudnn.allow_tf32`);
+- K order: with C/groups >= 16 a runtime loop over (kh, kw) computes the input row, column and
+  padding mask once per M row and an inner loop walks channels BLOCK_K at a time; with fewer
+  channels (first layers, C = 1 or 3) K is flattened over (c, kh, kw) so tiles are not mostly
+  padding;
+- input, weight, bias and output are addressed through their strides: NCHW and channels_last
+  inputs are read in place (the output takes the input's layout, as eager does); 1-D convolution
+  is the 2-D one on a [N, C, 1, L] view;
+- depthwise-like convolutions (one input channel per group, few outputs per group) use a direct
+  kernel over [pixels x channels] tiles: `tl.dot` would be mostly padding there;
+- on an H200 a few tile configs are autotuned per shape; in Triton's CPU interpreter a single
+  small config is used (and tiles are widened to fp32: the interpreter multiplies bf16 wrongly);
+- indices switch to int64 when a tensor spans 2**31 elements or more.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from agent.providers.builtin import codegen
+from evaluator.testcase import TensorSpec
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32)
+NUM_VARIANTS = 2  # 0: autotuned tiles on the GPU; 1: one heuristic config per shape, no tuning
+
+# Python helpers every convolution kernel file shares (argument checks, sizes, launch policy).
+SHARED_SOURCE = '''import os
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_CONSERVATIVE = $conservative  # variant >= 1: one heuristic config per shape, no autotuning
+_INT32_MAX = 2**31 - 1
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _clamp_pow2(n, lo, hi):
+    return max(lo, min(hi, _pow2(n)))
+
+
+def _ints(value, n, name):
+    """A size-list argument as n ints (a single value is repeated, as ATen does)."""
+    if isinstance(value, int):
+        value = [value]
+    value = [int(v) for v in value]
+    if len(value) == 1 and n > 1:
+        value = value * n
+    if len(value) != n:
+        raise RuntimeError(f"{_OP}: expected {name} to have {n} elements, got {value}")
+    return value
+
+
+def _span(t):
+    """Elements between a tensor's first and last addressed element, plus one."""
+    return 1 + sum((size - 1) * abs(step) for size, step in zip(t.shape, t.stride()) if size > 0)
+
+
+def _needs_int64(*tensors):
+    return any(t is not None and _span(t) > _INT32_MAX for t in tensors)
+
+
+def _tuned(device):
+    """Autotune only on a real GPU in the best variant; the interpreter gets one small config."""
+    return not (_INTERPRET or _CONSERVATIVE or device.type != "cuda")
+
+
+def _precision(dtype, device):
+    """tl.dot precision for fp32 operands: TF32 exactly when eager's cuDNN would use it."""
+    if dtype == torch.float32 and device.type == "cuda" and not _INTERPRET:
+        if torch.backends.cudnn.allow_tf32:
+            return "tf32"
+    return "ieee"
+
+
+def _geometry(input, weight, stride, padding, dilation, transposed, groups, what):
+    """Validate a 1-D/2-D non-transposed convolution; return 4-D views and its sizes.
+
+    1-D convolution is the 2-D one on [N, C, 1, L] views. Returns (x, w, one_d, (sh, sw),
+    (ph, pw), (dh, dw), groups, (OH, OW)).
+    """
+    if transposed:
+        raise NotImplementedError(f"{_OP}: transposed convolution is not covered by this kernel")
+    if input.dim() not in (3, 4) or weight.dim() != input.dim():
+        raise NotImplementedError(
+            f"{_OP}: only 1-D and 2-D convolution are covered (input {input.dim()}-D, "
+            f"weight {weight.dim()}-D)"
+        )
+    if input.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise NotImplementedError(f"{_OP}: dtype {input.dtype} is not covered by this kernel")
+    if weight.dtype != input.dtype:
+        raise RuntimeError(
+            f"{_OP}: input type ({input.dtype}) and weight type ({weight.dtype}) should be the same"
+        )
+    one_d = input.dim() == 3
+    n = 1 if one_d else 2
+    stride = _ints(stride, n, "stride")
+    padding = _ints(padding, n, "padding")
+    dilation = _ints(dilation, n, "dilation")
+    if one_d:
+        input, weight = input.unsqueeze(2), weight.unsqueeze(2)
+        stride, padding, dilation = [1] + stride, [0] + padding, [1] + dilation
+    if min(stride) <= 0 or min(dilation) <= 0 or min(padding) < 0:
+        raise RuntimeError(f"{_OP}: stride and dilation must be positive, padding non-negative")
+    groups = int(groups)
+    N, C, H, W = input.shape
+    OC, CG, KH, KW = weight.shape
+    if groups <= 0 or C != CG * groups or OC % groups != 0:
+        raise RuntimeError(
+            f"{_OP}: expected input with {CG * groups} channels for weight {tuple(weight.shape)} "
+            f"and groups={groups}, got {C} channels"
+        )
+    OH = (H + 2 * padding[0] - dilation[0] * (KH - 1) - 1) // stride[0] + 1
+    OW = (W + 2 * padding[1] - dilation[1] * (KW - 1) - 1) // stride[1] + 1
+    if OH <= 0 or OW <= 0:
+        raise RuntimeError(f"{_OP}: {what} output size {OH}x{OW} is too small")
+    return input, weight, one_d, stride, padding, dilation, groups, (OH, OW)
+
+
+def _channels_last(x):
+    """Whether channels are the innermost dimension (the output then takes that layout too)."""
+    return x.shape[1] > 1 and x.stride(1) == 1 and x.shape[3] * x.shape[2] > 1
+
+
+def _empty_like_layout(shape, like, dtype):
+    """A fresh [N, C, H, W] tensor, channels_last when `like` is."""
+    N, C, H, W = shape
+    if _channels_last(like):
+        return torch.empty((N, H, W, C), dtype=dtype, device=like.device).permute(0, 3, 1, 2)
+    return torch.empty((N, C, H, W), dtype=dtype, device=like.device)
+
+
+def _gemm_tiles(M, N, K, dtype, device):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) when not autotuning."""
+    if _INTERPRET or device.type != "cuda":
+        if _INTERPRET:
+            # the interpreter runs programs one by one: few, large tiles are fastest there
+            return _clamp_pow2(M, 16, 128), _clamp_pow2(N, 16, 64), _clamp_pow2(K, 16, 32), 4, 1
+        # compiling for a GPU without one (tests): use the GPU heuristic below
+    half = dtype in (torch.float16, torch.bfloat16)
+    bm = _clamp_pow2(M, 16, 128)
+    bn = _clamp_pow2(N, 16, 128)
+    bk = _clamp_pow2(K, 16, 64 if half else 32)
+    warps = 8 if bm * bn >= 128 * 128 else 4
+    return bm, bn, bk, warps, 3
+
+
+def _gemm_prune(configs, named_args, **kwargs):
+    """Drop tiles larger than the problem (they only add padding); keep at least one."""
+    args = {**named_args, **kwargs}
+    m, n, k = _pow2(args["TILE_M"]), _pow2(args["TILE_N"]), _pow2(args["TILE_K"])
+    kept = [
+        c for c in configs
+        if c.kwargs["BLOCK_M"] <= max(m, 64)
+        and c.kwargs["BLOCK_N"] <= max(n, 32)
+        and c.kwargs["BLOCK_K"] <= max(k, 16)
+    ]
+    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+
+
+def _gemm_configs(half):
+    """Tile configs for an H200 (sm_90): wide tiles for half precision, narrower for fp32."""
+    if half:
+        shapes = [(128, 128, 64, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
+                  (64, 64, 32, 4, 4), (128, 256, 64, 8, 3)]
+    else:
+        shapes = [(128, 128, 32, 8, 3), (128, 64, 32, 4, 3), (64, 128, 32, 4, 3),
+                  (64, 64, 32, 4, 3)]
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
+            for bm, bn, bk, w, s in shapes]
+'''
+
+_FORWARD = '''@triton.jit
+def _conv_gemm_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    M, OHW, OW, H, W, CG, OCG, KW, KHW, TILE_M, TILE_N, TILE_K,
+    sxn, sxc, sxh, sxw, swo, swc, swh, sww, sb, syn, syc, syh, syw,
+    str_h, str_w, pad_h, pad_w, dil_h, dil_w,
+    HAS_BIAS: tl.constexpr, FLAT: tl.constexpr, EVEN_C: tl.constexpr, WIDEN: tl.constexpr,
+    PREC: tl.constexpr, IDX64: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    """y[n, g*OCG + j, oh, ow] = bias + sum over (c, kh, kw) of x[n, g*CG + c, ih, iw] * w[...]."""
+    pid = tl.program_id(0)
+    g = tl.program_id(1)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(OCG, BLOCK_N)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    group_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % group_m
+    pid_n = (pid % per_group) // group_m
+    if IDX64:
+        rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+        g = g.to(tl.int64)
+        rk = tl.arange(0, BLOCK_K).to(tl.int64)
+    else:
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rk = tl.arange(0, BLOCK_K)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m = rm % M  # wrapped rows read valid memory; their results are masked at the store
+    img = m // OHW
+    pix = m % OHW
+    oh = pix // OW
+    ow = pix % OW
+    oc = g * OCG + rn % OCG
+    ih0 = oh * str_h - pad_h
+    iw0 = ow * str_w - pad_w
+    x_row = x_ptr + img * sxn + (g * CG) * sxc
+    w_col = w_ptr + oc * swo
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if FLAT:
+        # few channels: K runs over (c, kh, kw) flattened, so tiles are not mostly padding
+        K = CG * KHW
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + rk
+            kin = kk < K
+            c = kk // KHW
+            r = kk % KHW
+            kh = r // KW
+            kw = r % KW
+            ih = ih0[:, None] + kh[None, :] * dil_h
+            iw = iw0[:, None] + kw[None, :] * dil_w
+            ok = kin[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            a = tl.load(x_row[:, None] + c[None, :] * sxc + ih * sxh + iw * sxw, mask=ok, other=0.0)
+            b = tl.load(w_col[None, :] + c[:, None] * swc + kh[:, None] * swh + kw[:, None] * sww,
+                        mask=kin[:, None], other=0.0)
+            if WIDEN:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=PREC)
+    else:
+        # many channels: the pixel offsets and padding mask are computed once per (kh, kw)
+        for r in range(0, KHW):
+            kh = r // KW
+            kw = r % KW
+            ih = ih0 + kh * dil_h
+            iw = iw0 + kw * dil_w
+            ok = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            a_base = x_row + ih * sxh + iw * sxw
+            b_base = w_col + kh * swh + kw * sww
+            for c0 in range(0, CG, BLOCK_K):
+                cc = c0 + rk
+                a_ptrs = a_base[:, None] + cc[None, :] * sxc
+                b_ptrs = b_base[None, :] + cc[:, None] * swc
+                if EVEN_C:
+                    a = tl.load(a_ptrs, mask=ok[:, None], other=0.0)
+                    b = tl.load(b_ptrs)
+                else:
+                    cin = cc < CG
+                    a = tl.load(a_ptrs, mask=ok[:, None] & cin[None, :], other=0.0)
+                    b = tl.load(b_ptrs, mask=cin[:, None], other=0.0)
+                if WIDEN:
+                    a = a.to(tl.float32)
+                    b = b.to(tl.float32)
+                acc = tl.dot(a, b, acc, input_precision=PREC)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + oc * sb).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + (img * syn + oh * syh + ow * syw)[:, None] + oc[None, :] * syc
+    mask = (rm < M)[:, None] & (rn < OCG)[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _conv_direct_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    P, OHW, OW, H, W, OC, OCG, KW, KHW,
+    sxn, sxc, sxh, sxw, swo, swh, sww, sb, syn, syc, syh, syw,
+    str_h, str_w, pad_h, pad_w, dil_h, dil_w,
+    HAS_BIAS: tl.constexpr, IDX64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """One input channel per group (depthwise): y[n, oc, oh, ow] = sum over (kh, kw) of
+    x[n, oc // OCG, ih, iw] * w[oc, 0, kh, kw], on [pixels x channels] tiles."""
+    if IDX64:
+        rp = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
+        rc = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    else:
+        rp = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        rc = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    p = rp % P
+    c = rc % OC
+    img = p // OHW
+    pix = p % OHW
+    oh = pix // OW
+    ow = pix % OW
+    ih0 = oh * str_h - pad_h
+    iw0 = ow * str_w - pad_w
+    x_row = x_ptr + img * sxn
+    x_col = (c // OCG) * sxc
+    w_col = w_ptr + c * swo
+    acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+    for r in range(0, KHW):
+        kh = r // KW
+        kw = r % KW
+        ih = ih0 + kh * dil_h
+        iw = iw0 + kw * dil_w
+        ok = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        xv = tl.load((x_row + ih * sxh + iw * sxw)[:, None] + x_col[None, :], mask=ok[:, None],
+                     other=0.0)
+        wv = tl.load(w_col + kh * swh + kw * sww)
+        acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + c * sb).to(tl.float32)[None, :]
+    y_ptrs = y_ptr + (img * syn + oh * syh + ow * syw)[:, None] + c[None, :] * syc
+    mask = (rp < P)[:, None] & (rc < OC)[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+_conv_gemm = triton.heuristics({"EVEN_C": lambda a: a["CG"] % a["BLOCK_K"] == 0})(_conv_gemm_kernel)
+_GEMM_KEY = ["TILE_M", "TILE_N", "TILE_K", "KHW", "FLAT", "sxc", "syc"]
+_DIRECT_CONFIGS = [(32, 64, 4), (64, 32, 4), (128, 16, 4), (256, 8, 4), (64, 64, 8)]
+if not _INTERPRET:
+    _conv_gemm_tuned = {
+        half: triton.autotune(configs=_gemm_configs(half), key=_GEMM_KEY,
+                              prune_configs_by={"early_config_prune": _gemm_prune})(_conv_gemm)
+        for half in (True, False)
+    }
+    _conv_direct_tuned = triton.autotune(
+        configs=[triton.Config({"BLOCK_P": bp, "BLOCK_C": bc}, num_warps=w)
+                 for bp, bc, w in _DIRECT_CONFIGS],
+        key=["P", "OC", "KHW", "sxc", "syc"],
+    )(_conv_direct_kernel)
+
+
+def _direct_tiles(P, OC, x, device):
+    """(BLOCK_P, BLOCK_C, num_warps) when not autotuning: channels along the contiguous axis."""
+    if _INTERPRET:
+        return _clamp_pow2(P, 16, 256), _clamp_pow2(OC, 1, 32), 4
+    if _channels_last(x):
+        return 32, _clamp_pow2(OC, 4, 64), 4
+    return 128, _clamp_pow2(OC, 1, 16), 4
+
+
+def _op(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    x, w, one_d, stride, padding, dilation, G, (OH, OW) = _geometry(
+        input, weight, stride, padding, dilation, transposed, groups, "convolution"
+    )
+    N, C, H, W = x.shape
+    OC, CG, KH, KW = w.shape
+    OCG = OC // G
+    if bias is not None:
+        if bias.dim() != 1 or bias.shape[0] != OC:
+            raise RuntimeError(f"{_OP}: expected bias of shape [{OC}], got {tuple(bias.shape)}")
+        if bias.dtype != x.dtype:
+            raise RuntimeError(f"{_OP}: bias type ({bias.dtype}) should be {x.dtype}")
+    y = _empty_like_layout((N, OC, OH, OW), x, x.dtype)
+    if y.numel() > 0:
+        b = bias if bias is not None else y
+        idx64 = _needs_int64(x, w, y)
+        M = N * OH * OW
+        common = dict(
+            sxn=x.stride(0), sxc=x.stride(1), sxh=x.stride(2), sxw=x.stride(3),
+            swo=w.stride(0), swh=w.stride(2), sww=w.stride(3), sb=b.stride(0),
+            syn=y.stride(0), syc=y.stride(1), syh=y.stride(2), syw=y.stride(3),
+            str_h=stride[0], str_w=stride[1], pad_h=padding[0], pad_w=padding[1],
+            dil_h=dilation[0], dil_w=dilation[1],
+        )
+        if CG == 1 and OCG <= 4:
+            args = (x, w, b, y, M, OH * OW, OW, H, W, OC, OCG, KW, KH * KW)
+            flags = dict(HAS_BIAS=bias is not None, IDX64=idx64)
+            if _tuned(x.device):
+                grid = lambda meta: (_cdiv(M, meta["BLOCK_P"]), _cdiv(OC, meta["BLOCK_C"]))  # noqa: E731
+                _conv_direct_tuned[grid](*args, **common, **flags)
+            else:
+                bp, bc, warps = _direct_tiles(M, OC, x, x.device)
+                _conv_direct_kernel[(_cdiv(M, bp), _cdiv(OC, bc))](
+                    *args, **common, **flags, BLOCK_P=bp, BLOCK_C=bc, num_warps=warps)
+        else:
+            flat = CG < 16 and KH * KW > 1
+            tile_k = CG * KH * KW if flat else CG
+            args = (x, w, b, y, M, OH * OW, OW, H, W, CG, OCG, KW, KH * KW, M, OCG, tile_k)
+            flags = dict(HAS_BIAS=bias is not None, FLAT=flat, WIDEN=_INTERPRET,
+                         PREC=_precision(x.dtype, x.device), IDX64=idx64, GROUP_M=8)
+            if G > 65535:
+                raise NotImplementedError(f"{_OP}: more than 65535 groups")
+            if _tuned(x.device):
+                half = x.dtype != torch.float32
+                grid = lambda meta: (  # noqa: E731
+                    _cdiv(M, meta["BLOCK_M"]) * _cdiv(OCG, meta["BLOCK_N"]), G)
+                _conv_gemm_tuned[half][grid](*args, swc=w.stride(1), **common, **flags)
+            else:
+                bm, bn, bk, warps, stages = _gemm_tiles(M, OCG, tile_k, x.dtype, x.device)
+                grid = (_cdiv(M, bm) * _cdiv(OCG, bn), G)
+                _conv_gemm[grid](*args, swc=w.stride(1), **common, **flags, BLOCK_M=bm,
+                                 BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+    return y.squeeze(2) if one_d else y
+'''
+
+_ENTRY = '''def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_PLAN = (
+    "Plan: implicit GEMM (no im2col buffer): M = N*OH*OW pixels, N = output channels of a "
+    "group, K = (C/groups)*KH*KW, fp32 accumulation with tl.dot; a runtime loop over (kh, kw) "
+    "computes pixel offsets and the padding mask once and walks channels BLOCK_K at a time "
+    "(few channels: K flattened over (c, kh, kw)). Tensors are read through their strides (NCHW "
+    "or channels_last in place; 1-D is 2-D on an [N, C, 1, L] view). One input channel per group "
+    "(depthwise) uses a direct [pixels x channels] kernel. Tiles are autotuned on the GPU."
+)
+
+
+def _arg(case: Any, index: int, name: str) -> Any:
+    if index < len(case.args):
+        return case.args[index]
+    return case.kwargs.get(name)
+
+
+def case_is_supported(case: Any, *, input_index: int, transposed_index: int) -> bool:
+    """1-D or 2-D, not transposed, float16/bfloat16/float32 tensors only."""
+    spec = _arg(case, input_index, "input")
+    if not isinstance(spec, TensorSpec) or len(spec.shape) not in (3, 4):
+        return False
+    if bool(_arg(case, transposed_index, "transposed")):
+        return False
+    return all(s.dtype in FLOATS for s in case.tensor_specs())
+
+
+def header(request: KernelRequest, summary: str, plan: str) -> tuple[int, str, str]:
+    """(variant, file header, shared helpers) for a convolution kernel file."""
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    head = codegen.file_header(
+        request.op, summary=summary, plan=plan, variant=variant, schema=request.schema
+    )
+    shared = Template(SHARED_SOURCE).substitute(conservative=str(variant >= 1))
+    return variant, head, shared
+
+
+def entry(op: str) -> str:
+    return Template(_ENTRY).substitute(fn=codegen.function_name(op), op=op)
+
+
+def _write_forward(request: KernelRequest) -> str | None:
+    if request.op != "convolution.default":
+        return None
+    if not all(case_is_supported(c, input_index=0, transposed_index=6) for c in request.cases):
+        return None
+    _, head, shared = header(request, "2-D and 1-D convolution as an implicit GEMM", _PLAN)
+    return codegen.render_file(head, shared, _FORWARD, entry(request.op))
+
+
+def _write_backward(request: KernelRequest) -> str | None:
+    from agent.providers.builtin import conv_backward  # imports this module: load it lazily
+
+    return conv_backward.write(request)
+
+
+WRITERS: dict[str, Writer] = {
+    "convolution.default": _write_forward,
+    "convolution_backward.default": _write_backward,
+}

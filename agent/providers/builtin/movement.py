@@ -1,0 +1,749 @@
+"""Movement family of the builtin provider: padding, slice/select backward, repeat, roll, advanced
+indexing (index.Tensor, index_put, index_put_), scatter.src and embedding_dense_backward.
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template: complex dtypes, boolean-mask
+indices, more than three index tensors or six dims). Same request -> same text. `PRELUDE` (tile
+policy, `_cdiv`, `_pow2`) is shared with the other families written alongside this one (pooling,
+loss, scan, norm_extra).
+
+How the generated kernels work:
+- one "map" kernel serves constant_pad_nd, slice_backward, select_backward, repeat, roll and
+  strided (casting) copies: every output dim maps its coordinate c to an input coordinate, either
+  placed (j = (c - off) / step, outside -> fill value) or wrapped (j = (c - off) mod n_in). The
+  output is a [rows x last dim] tile; the five leading dims come from the row number (per-row
+  integer math), the input is read through its own strides, so strided views need no copy;
+- index / index_put: the indexed result shape is planned in Python exactly as ATen does (adjacent
+  index tensors keep their place, separated ones go first); a [rows x last dim] tile reads each
+  index tensor through its broadcast strides (negative indices wrap) and gathers, stores, or
+  atomically adds (accumulate=True; f16/bf16 accumulate in an fp32 copy, rounded once at the end);
+- scatter.src copies self, then one flat launch over the index writes src values;
+- embedding_dense_backward: fp32 (fp64 for fp64) atomic adds of grad rows into the weight-shaped
+  gradient, rows equal to padding_idx skipped, optionally scaled by 1/count; f16/bf16 results are
+  accumulated in fp32 and cast once by the map kernel.
+Offsets are int64; index tensors are read as int64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from agent.providers.builtin import codegen
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
+
+MAX_DIMS = 6  # dims a map/index kernel addresses (five from the row number, one column dim)
+
+# ---------------------------------------------------------------- text shared by the new families
+
+PRELUDE = '''import os
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_CONSERVATIVE = $conservative  # variant >= 1: small tiles
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _prod(values):
+    p = 1
+    for v in values:
+        p *= int(v)
+    return p
+
+
+def _wrap_dim(dim, ndim):
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    return dim % rank
+
+
+def _tile_cap():
+    """Elements per program: Triton's interpreter runs programs one after another, so few large
+    programs are fastest there; on a GPU 4096 keeps loads wide (1024 in the fallback variant)."""
+    if _INTERPRET:
+        return 16384
+    return 1024 if _CONSERVATIVE else 4096
+
+
+def _tile2(rows, cols):
+    """(BLOCK_R, BLOCK_C, num_warps) for a rows x cols tile."""
+    cap = _tile_cap()
+    block_c = max(2, min(_pow2(cols), 256 if _CONSERVATIVE else 1024))
+    block_r = max(1, min(_pow2(rows), cap // block_c))
+    return block_r, block_c, (8 if block_r * block_c >= 4096 else 4)
+
+
+def _block1(n):
+    """(BLOCK, num_warps) for a flat launch over n elements."""
+    cap = _tile_cap() if _INTERPRET else (256 if _CONSERVATIVE else 1024)
+    return max(32, min(_pow2(n), cap)), 4
+
+
+def _scalar_for(value, dtype):
+    """A Scalar argument as the Python number a kernel needs for `dtype` (bool/int/float)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    return int(value)
+'''
+
+# ---------------------------------------------------------------- the map kernel (pad, slices, copies)
+
+MAP_SOURCE = '''
+
+@triton.jit
+def _map_dim(r, n_out, n_in, off, step, WRAP: tl.constexpr):
+    """Split one dim's coordinate c off the flat number r: (rest, c, input coordinate, inside)."""
+    c = r % n_out
+    rest = r // n_out
+    if WRAP:
+        j = (c + n_in - off) % n_in  # 0 <= off < n_in, so never negative
+        ok = c >= 0
+    else:
+        j0 = c - off
+        j = j0 // step
+        ok = (j0 >= 0) & (j * step == j0) & (j < n_in)
+    return rest, c, j, ok
+
+
+@triton.jit
+def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
+                O0, O1, O2, O3, O4, OC, I0, I1, I2, I3, I4, IC,
+                F0, F1, F2, F3, F4, FC, P0, P1, P2, P3, P4, PC,
+                S0, S1, S2, S3, S4, SC, Q0, Q1, Q2, Q3, Q4, QC,
+                WRAP: tl.constexpr, FILL: tl.constexpr, COL_IDENT: tl.constexpr,
+                BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """out[c] = x[j(c)] per dim (O: out sizes, I: in sizes, F: offsets, P: steps, S: x strides,
+    Q: out strides); places outside the input get `value` (FILL)."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
+    r, c4, j4, k4 = _map_dim(rows, O4, I4, F4, P4, WRAP)
+    r, c3, j3, k3 = _map_dim(r, O3, I3, F3, P3, WRAP)
+    r, c2, j2, k2 = _map_dim(r, O2, I2, F2, P2, WRAP)
+    r, c1, j1, k1 = _map_dim(r, O1, I1, F1, P1, WRAP)
+    r, c0, j0, k0 = _map_dim(r, O0, I0, F0, P0, WRAP)
+    row_ok = rows < ROWS
+    row_in = row_ok & k0 & k1 & k2 & k3 & k4
+    x_row = j0 * S0 + j1 * S1 + j2 * S2 + j3 * S3 + j4 * S4
+    o_row = c0 * Q0 + c1 * Q1 + c2 * Q2 + c3 * Q3 + c4 * Q4
+    col_ok = cols < OC
+    if COL_IDENT:
+        jc = cols
+        col_in = col_ok
+    else:
+        _, _, jc, col_in = _map_dim(cols, OC, IC, FC, PC, WRAP)
+        col_in = col_in & col_ok
+    inside = row_in[:, None] & col_in[None, :]
+    v = tl.load(x_ptr + x_row[:, None] + jc[None, :] * SC, mask=inside, other=0)
+    if FILL:
+        v = tl.where(inside, v, value)
+    out_mask = row_ok[:, None] & col_ok[None, :]
+    tl.store(out_ptr + o_row[:, None] + cols[None, :] * QC, v.to(out_ptr.dtype.element_ty),
+             mask=out_mask)
+
+
+def _map(x, x_strides, out, plan, wrap, fill=None):
+    """Fill `out` (any strides) from `x`; plan[d] = (n_out, n_in, off, step) per dim of out."""
+    nd = len(plan)
+    if nd > 6:
+        raise NotImplementedError(f"{_OP}: more than 6 dims are not supported by this kernel")
+    if out.numel() == 0:
+        return out
+    pad = 6 - nd
+    sizes = [1] * pad + [p[0] for p in plan]
+    ins = [1] * pad + [p[1] for p in plan]
+    offs = [0] * pad + [p[2] for p in plan]
+    steps = [1] * pad + [p[3] for p in plan]
+    xs = [0] * pad + list(x_strides)
+    qs = [0] * pad + list(out.stride())
+    rows = _prod(sizes[:5])
+    cols = sizes[5]
+    col_ident = offs[5] == 0 and steps[5] == 1 and ins[5] == sizes[5]
+    block_r, block_c, warps = _tile2(rows, cols)
+    ncb = _cdiv(cols, block_c)
+    _map_kernel[(_cdiv(rows, block_r) * ncb,)](
+        x, out, rows, ncb, 0 if fill is None else fill,
+        *sizes, *ins, *offs, *steps, *xs, *qs,
+        WRAP=wrap, FILL=fill is not None, COL_IDENT=col_ident,
+        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    return out
+
+
+def _copy_into(dst, src):
+    """dst[...] = src[...] (same shape, any strides), casting to dst's dtype."""
+    plan = [(n, n, 0, 1) for n in dst.shape]
+    return _map(src, list(src.stride()), dst, plan, wrap=False)
+'''
+
+_MAP_OPS = '''
+
+def _constant_pad_nd(self, pad, value=0):
+    pad = list(pad)
+    if len(pad) % 2 != 0:
+        raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
+    if len(pad) // 2 > self.dim():
+        raise RuntimeError("Length of pad should be no more than twice the number of dimensions of the input.")
+    plan = []
+    for d in range(self.dim()):
+        k = self.dim() - 1 - d
+        lo, hi = (pad[2 * k], pad[2 * k + 1]) if 2 * k < len(pad) else (0, 0)
+        n_in = self.shape[d]
+        n_out = n_in + lo + hi
+        if n_out < 0:
+            raise RuntimeError(f"The input size {n_in}, plus negative padding {lo} and {hi} resulted in a negative output size")
+        plan.append((n_out, n_in, lo, 1))
+    out = torch.empty([p[0] for p in plan], dtype=self.dtype, device=self.device)
+    return _map(self, list(self.stride()), out, plan, wrap=False, fill=_scalar_for(value, self.dtype))
+
+
+def _slice_backward(grad_output, input_sizes, dim, start, end, step):
+    sizes = [int(s) for s in input_sizes]
+    dim = _wrap_dim(dim, len(sizes))
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    size = sizes[dim]
+    if start < 0:
+        start += size
+    start = min(max(start, 0), size)
+    plan = [(s, s, 0, 1) for s in sizes]
+    plan[dim] = (size, grad_output.shape[dim], start, step)
+    out = torch.empty(sizes, dtype=grad_output.dtype, device=grad_output.device)
+    return _map(grad_output, list(grad_output.stride()), out, plan, wrap=False,
+                fill=_scalar_for(0, out.dtype))
+
+
+def _select_backward(grad_output, input_sizes, dim, index):
+    sizes = [int(s) for s in input_sizes]
+    dim = _wrap_dim(dim, len(sizes))
+    size = sizes[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {sizes} at dimension {dim}")
+    index %= size
+    strides = list(grad_output.stride())
+    strides.insert(dim, 0)  # grad_output seen with a size-1 dim at `dim`
+    plan = [(s, s, 0, 1) for s in sizes]
+    plan[dim] = (size, 1, index, 1)
+    out = torch.empty(sizes, dtype=grad_output.dtype, device=grad_output.device)
+    return _map(grad_output, strides, out, plan, wrap=False, fill=_scalar_for(0, out.dtype))
+
+
+def _repeat(self, repeats):
+    repeats = [int(r) for r in repeats]
+    if len(repeats) < self.dim():
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    if any(r < 0 for r in repeats):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {repeats}")
+    pad = len(repeats) - self.dim()
+    in_shape = [1] * pad + list(self.shape)
+    strides = [0] * pad + list(self.stride())
+    plan = [(n * r, n, 0, 1) for n, r in zip(in_shape, repeats)]
+    out = torch.empty([p[0] for p in plan], dtype=self.dtype, device=self.device)
+    return _map(self, strides, out, plan, wrap=True)
+
+
+def _roll(self, shifts, dims=()):
+    shifts = [int(s) for s in shifts]
+    dims = [int(d) for d in dims]
+    out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    if out.numel() == 0:
+        return out
+    if not dims:
+        if len(shifts) != 1:
+            raise RuntimeError(f"`shifts` required to be of size 1 when `dims` is empty, got {len(shifts)}")
+        x = self.contiguous()
+        n = x.numel()
+        flat = out.view(-1)
+        return _map(x, [1], flat, [(n, n, shifts[0] % n, 1)], wrap=True).view(self.shape)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    total = [0] * self.dim()
+    for s, d in zip(shifts, dims):
+        total[_wrap_dim(d, self.dim())] += s
+    plan = [(n, n, total[d] % n, 1) for d, n in enumerate(self.shape)]
+    return _map(self, list(self.stride()), out, plan, wrap=True)
+'''
+
+# ---------------------------------------------------------------- advanced indexing
+
+INDEX_SOURCE = '''
+
+@triton.jit
+def _idx_term(ptr, off, n, t, mask):
+    """index value * the indexed dim's stride (negative indices wrap, as in ATen)."""
+    k = tl.load(ptr + off, mask=mask, other=0).to(tl.int64)
+    k = tl.where(k < 0, k + n, k)
+    return k * t
+
+
+@triton.jit
+def _index_kernel(x_ptr, y_ptr, i0_ptr, i1_ptr, i2_ptr, ROWS, NCB,
+                  D0, D1, D2, D3, D4, DC, X0, X1, X2, X3, X4, XC,
+                  Y0, Y1, Y2, Y3, Y4, YC, A0, A1, A2, A3, A4, AC,
+                  B0, B1, B2, B3, B4, BC, E0, E1, E2, E3, E4, EC,
+                  N0, N1, N2, T0, T1, T2,
+                  NIDX: tl.constexpr, MODE: tl.constexpr, IDX_COLS: tl.constexpr,
+                  BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Over the indexed shape D: x position = sum c_d * X_d + sum_k index_k * T_k, index_k read at
+    sum c_d * (A|B|E)_d; y position = sum c_d * Y_d.
+    MODE 0: y = x[...] (index); 1: x[...] = y (index_put); 2: x[...] += y (atomic, accumulate)."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
+    row_ok = rows < ROWS
+    col_ok = cols < DC
+    m = row_ok[:, None] & col_ok[None, :]
+    r = rows
+    c4 = r % D4
+    r = r // D4
+    c3 = r % D3
+    r = r // D3
+    c2 = r % D2
+    r = r // D2
+    c1 = r % D1
+    c0 = r // D1
+    xo = c0 * X0 + c1 * X1 + c2 * X2 + c3 * X3 + c4 * X4
+    yo = c0 * Y0 + c1 * Y1 + c2 * Y2 + c3 * Y3 + c4 * Y4
+    ao = c0 * A0 + c1 * A1 + c2 * A2 + c3 * A3 + c4 * A4
+    if IDX_COLS:  # the last dim is an index dim: index values change along the columns
+        term = _idx_term(i0_ptr, ao[:, None] + cols[None, :] * AC, N0, T0, m)
+        if NIDX >= 2:
+            bo = c0 * B0 + c1 * B1 + c2 * B2 + c3 * B3 + c4 * B4
+            term += _idx_term(i1_ptr, bo[:, None] + cols[None, :] * BC, N1, T1, m)
+        if NIDX >= 3:
+            eo = c0 * E0 + c1 * E1 + c2 * E2 + c3 * E3 + c4 * E4
+            term += _idx_term(i2_ptr, eo[:, None] + cols[None, :] * EC, N2, T2, m)
+        x_off = xo[:, None] + term + cols[None, :] * XC
+    else:  # one index value per row
+        term = _idx_term(i0_ptr, ao, N0, T0, row_ok)
+        if NIDX >= 2:
+            bo = c0 * B0 + c1 * B1 + c2 * B2 + c3 * B3 + c4 * B4
+            term += _idx_term(i1_ptr, bo, N1, T1, row_ok)
+        if NIDX >= 3:
+            eo = c0 * E0 + c1 * E1 + c2 * E2 + c3 * E3 + c4 * E4
+            term += _idx_term(i2_ptr, eo, N2, T2, row_ok)
+        x_off = (xo + term)[:, None] + cols[None, :] * XC
+    y_off = yo[:, None] + cols[None, :] * YC
+    if MODE == 0:
+        v = tl.load(x_ptr + x_off, mask=m)
+        tl.store(y_ptr + y_off, v, mask=m)
+    elif MODE == 1:
+        v = tl.load(y_ptr + y_off, mask=m)
+        tl.store(x_ptr + x_off, v.to(x_ptr.dtype.element_ty), mask=m)
+    else:
+        v = tl.load(y_ptr + y_off, mask=m)
+        tl.atomic_add(x_ptr + x_off, v.to(x_ptr.dtype.element_ty), mask=m)
+
+
+def _broadcast_shape(shapes):
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s):
+            j = ndim - len(s) + i
+            if n != 1:
+                if out[j] not in (1, n):
+                    raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " + " ".join(str(list(t)) for t in shapes))
+                out[j] = n
+    return out
+
+
+def _bstrides(t, shape):
+    """t's strides over `shape` (right-aligned broadcasting: 0 where t has size 1 or no dim)."""
+    pad = len(shape) - t.dim()
+    if pad < 0:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(t.shape)} cannot be broadcast to indexing result of shape {list(shape)}")
+    strides = []
+    for i, n in enumerate(shape):
+        if i < pad or t.shape[i - pad] == 1:
+            strides.append(0)
+        elif t.shape[i - pad] == n:
+            strides.append(t.stride(i - pad))
+        else:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(t.shape)} cannot be broadcast to indexing result of shape {list(shape)}")
+    return strides
+
+
+def _index_plan(sizes, strides, indices):
+    """ATen's advanced-indexing layout: (shape, x strides per dim, [(index, strides per dim,
+    indexed dim size, indexed dim stride)])."""
+    entries = list(indices)
+    ndim = len(sizes)
+    if len(entries) > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim} (got {len(entries)})")
+    dims = [d for d, t in enumerate(entries) if t is not None]
+    if not dims:
+        raise NotImplementedError(f"{_OP}: at least one index tensor is needed by this kernel")
+    tensors = [entries[d] for d in dims]
+    for t in tensors:
+        if t.dtype in (torch.bool, torch.uint8):
+            raise NotImplementedError(f"{_OP}: boolean mask indices are not supported by this kernel")
+        if t.dtype not in (torch.int64, torch.int32):
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if len(tensors) > 3:
+        raise NotImplementedError(f"{_OP}: more than 3 index tensors are not supported by this kernel")
+    bshape = _broadcast_shape([list(t.shape) for t in tensors])
+    rest = [d for d in range(ndim) if d not in dims]
+    if dims == list(range(dims[0], dims[-1] + 1)):  # adjacent: the index dims stay in place
+        before = [d for d in rest if d < dims[0]]
+        after = [d for d in rest if d > dims[-1]]
+    else:  # separated by a slice: the index dims go first
+        before, after = [], rest
+    shape = [sizes[d] for d in before] + bshape + [sizes[d] for d in after]
+    xs = [strides[d] for d in before] + [0] * len(bshape) + [strides[d] for d in after]
+    pieces = []
+    for d, t in zip(dims, tensors):
+        ts = [0] * len(before) + _bstrides(t, bshape) + [0] * len(after)
+        pieces.append((t, ts, sizes[d], strides[d]))
+    return shape, xs, pieces
+
+
+def _launch_index(x, plan, y, y_strides, mode):
+    shape, xs, pieces = plan
+    nd = len(shape)
+    if nd > 6:
+        raise NotImplementedError(f"{_OP}: results with more than 6 dims are not supported by this kernel")
+    if _prod(shape) == 0:
+        return
+    pad = 6 - nd
+    shape = [1] * pad + list(shape)
+    xs = [0] * pad + list(xs)
+    ys = [0] * pad + list(y_strides)
+    idx = [([0] * pad + list(ts), t, n, st) for t, ts, n, st in pieces]
+    while len(idx) < 3:  # unused slots: point at the first index, never read
+        idx.append(([0] * 6, idx[0][1], 1, 0))
+    rows = _prod(shape[:5])
+    cols = shape[5]
+    idx_cols = any(ts[5] != 0 for ts, _, _, _ in idx[: len(pieces)])
+    block_r, block_c, warps = _tile2(rows, cols)
+    ncb = _cdiv(cols, block_c)
+    _index_kernel[(_cdiv(rows, block_r) * ncb,)](
+        x, y, idx[0][1], idx[1][1], idx[2][1], rows, ncb,
+        *shape, *xs, *ys, *idx[0][0], *idx[1][0], *idx[2][0],
+        idx[0][2], idx[1][2], idx[2][2], idx[0][3], idx[1][3], idx[2][3],
+        NIDX=len(pieces), MODE=mode, IDX_COLS=idx_cols,
+        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+
+
+def _index(self, indices):
+    plan = _index_plan(list(self.shape), list(self.stride()), indices)
+    out = torch.empty(plan[0], dtype=self.dtype, device=self.device)
+    _launch_index(self, plan, out, list(out.stride()), 0)
+    return out
+
+
+def _index_put(self, indices, values, accumulate, inplace):
+    if values.dtype != self.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got {self.dtype} for the destination and {values.dtype} for the source.")
+    if accumulate and self.dtype == torch.bool:
+        raise NotImplementedError(f"{_OP}: accumulate on bool tensors is not supported by this kernel")
+    if inplace:
+        dst = self
+    else:
+        dst = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        _copy_into(dst, self)
+    # f16/bf16 sums go through an fp32 copy: one rounding at the end, as eager's opmath
+    acc = dst
+    if accumulate and self.dtype in (torch.float16, torch.bfloat16):
+        acc = torch.empty(self.shape, dtype=torch.float32, device=self.device)
+        _copy_into(acc, dst)
+    plan = _index_plan(list(acc.shape), list(acc.stride()), indices)
+    _launch_index(acc, plan, values, _bstrides(values, plan[0]), 2 if accumulate else 1)
+    if acc is not dst:
+        _copy_into(dst, acc)
+    return dst
+'''
+
+# ---------------------------------------------------------------- scatter.src
+
+SCATTER_SOURCE = '''
+
+@triton.jit
+def _scatter_kernel(dst_ptr, idx_ptr, src_ptr, n, D0, D1, D2, D3, D4, D5,
+                    sd0, sd1, sd2, sd3, sd4, sd5, si0, si1, si2, si3, si4, si5,
+                    ss0, ss1, ss2, ss3, ss4, ss5, sd_dim, size_dim, BLOCK: tl.constexpr):
+    """dst[p with dim `dim` replaced by index[p]] = src[p] over the index's positions p (the
+    scattered dim's own stride in sd* is 0, sd_dim holds it)."""
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < n
+    r = p
+    i5 = r % D5
+    r = r // D5
+    i4 = r % D4
+    r = r // D4
+    i3 = r % D3
+    r = r // D3
+    i2 = r % D2
+    r = r // D2
+    i1 = r % D1
+    i0 = r // D1
+    ioff = i0 * si0 + i1 * si1 + i2 * si2 + i3 * si3 + i4 * si4 + i5 * si5
+    k = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int64)
+    k = tl.where(k < 0, k + size_dim, k)
+    soff = i0 * ss0 + i1 * ss1 + i2 * ss2 + i3 * ss3 + i4 * ss4 + i5 * ss5
+    v = tl.load(src_ptr + soff, mask=ok)
+    doff = i0 * sd0 + i1 * sd1 + i2 * sd2 + i3 * sd3 + i4 * sd4 + i5 * sd5 + k * sd_dim
+    tl.store(dst_ptr + doff, v.to(dst_ptr.dtype.element_ty), mask=ok)
+
+
+def _scatter(self, dim, index, src):
+    if index.dtype != torch.int64:
+        raise RuntimeError("scatter(): Expected dtype int64 for index")
+    if src.dtype != self.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    dim = _wrap_dim(dim, self.dim())
+    out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    _copy_into(out, self)
+    n = index.numel()
+    if n == 0:
+        return out
+    ndim = max(index.dim(), 1)
+    if ndim > 6:
+        raise NotImplementedError(f"{_OP}: more than 6 dims are not supported by this kernel")
+    pad = 6 - ndim
+    shape = [1] * pad + (list(index.shape) if index.dim() else [1])
+    sd = list(out.stride()) if out.dim() else [0]
+    sd_dim = sd[dim]
+    sd[dim] = 0
+    sd = [0] * pad + sd
+    si = [0] * pad + (list(index.stride()) if index.dim() else [0])
+    ss = [0] * pad + (list(src.stride()) if src.dim() else [0])
+    size_dim = self.shape[dim] if self.dim() else 1
+    block, warps = _block1(n)
+    _scatter_kernel[(_cdiv(n, block),)](out, index, src, n, *shape, *sd, *si, *ss, sd_dim,
+                                        size_dim, BLOCK=block, num_warps=warps)
+    return out
+'''
+
+# ---------------------------------------------------------------- embedding_dense_backward
+
+EMBED_SOURCE = '''
+
+@triton.jit
+def _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3):
+    """Index and grad-row offsets of flat index positions (indices padded to 4 dims)."""
+    r = rows
+    c3 = r % I3
+    r = r // I3
+    c2 = r % I2
+    r = r // I2
+    c1 = r % I1
+    c0 = r // I1
+    ioff = c0 * SI0 + c1 * SI1 + c2 * SI2 + c3 * SI3
+    goff = c0 * SG0 + c1 * SG1 + c2 * SG2 + c3 * SG3
+    return ioff, goff
+
+
+@triton.jit
+def _embed_count_kernel(idx_ptr, cnt_ptr, R, I1, I2, I3, SI0, SI1, SI2, SI3,
+                        BLOCK: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = rows < R
+    ioff, _ = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int64)
+    tl.atomic_add(cnt_ptr + idx, tl.full([BLOCK], 1, tl.int32), mask=ok)
+
+
+@triton.jit
+def _embed_bwd_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_idx,
+                      I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                      SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """acc[index[r], :] += grad[r, :] (atomic; rows whose index is padding_idx skipped)."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
+    row_ok = rows < R
+    ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
+    idx = tl.load(idx_ptr + ioff, mask=row_ok, other=0).to(tl.int64)
+    ok = row_ok & (idx != padding_idx)
+    m = ok[:, None] & (cols[None, :] < D)
+    g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0)
+    g = g.to(acc_ptr.dtype.element_ty)
+    if SCALE:
+        cnt = tl.load(cnt_ptr + idx, mask=ok, other=1).to(acc_ptr.dtype.element_ty)
+        g = g / cnt[:, None]
+    tl.atomic_add(acc_ptr + idx[:, None] * D + cols[None, :], g, mask=m)
+
+
+def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    if indices.dtype not in (torch.int64, torch.int32):
+        raise RuntimeError(f"embedding_dense_backward: expected indices of type int64 or int32, got {indices.dtype}")
+    nd = indices.dim()
+    if nd > 4:
+        raise NotImplementedError(f"{_OP}: indices with more than 4 dims are not supported by this kernel")
+    if grad_output.dim() != nd + 1:
+        raise RuntimeError("embedding_dense_backward: grad_output must have one more dim than indices")
+    D = grad_output.shape[-1]
+    R = indices.numel()
+    dtype = grad_output.dtype
+    acc_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    direct = dtype == acc_dtype
+    out = torch.zeros((num_weights, D), dtype=dtype, device=grad_output.device) if direct else \\
+        torch.empty((num_weights, D), dtype=dtype, device=grad_output.device)
+    acc = out if direct else torch.zeros((num_weights, D), dtype=acc_dtype, device=grad_output.device)
+    if R > 0 and D > 0 and num_weights > 0:
+        pad = 4 - nd
+        ishape = [1] * pad + list(indices.shape)
+        si = [0] * pad + list(indices.stride())
+        sg = [0] * pad + list(grad_output.stride()[:-1])
+        sgd = grad_output.stride(-1)
+        cnt = acc
+        if scale_grad_by_freq:
+            cnt = torch.zeros((num_weights,), dtype=torch.int32, device=grad_output.device)
+            block, warps = _block1(R)
+            _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *ishape[1:], *si,
+                                                    BLOCK=block, num_warps=warps)
+        block_r, block_c, warps = _tile2(R, D)
+        ncb = _cdiv(D, block_c)
+        _embed_bwd_kernel[(_cdiv(R, block_r) * ncb,)](
+            grad_output, indices, acc, cnt, R, D, ncb, padding_idx, *ishape[1:], *si, *sg, sgd,
+            SCALE=bool(scale_grad_by_freq), BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    if not direct:
+        _copy_into(out, acc)
+    return out
+'''
+
+_ENTRY = '''
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+
+@dataclass(frozen=True)
+class _Spec:
+    summary: str
+    sections: tuple[str, ...]
+    body: str
+
+
+_SPECS: dict[str, _Spec] = {
+    "constant_pad_nd.default": _Spec(
+        "constant padding (negative pads crop)",
+        (MAP_SOURCE, _MAP_OPS),
+        "def _op(self, pad, value=0):\n    return _constant_pad_nd(self, pad, value)",
+    ),
+    "slice_backward.default": _Spec(
+        "gradient of a slice: grad placed in zeros of the input's shape",
+        (MAP_SOURCE, _MAP_OPS),
+        "def _op(grad_output, input_sizes, dim, start, end, step):\n"
+        "    return _slice_backward(grad_output, input_sizes, dim, start, end, step)",
+    ),
+    "select_backward.default": _Spec(
+        "gradient of select: grad placed in zeros of the input's shape",
+        (MAP_SOURCE, _MAP_OPS),
+        "def _op(grad_output, input_sizes, dim, index):\n"
+        "    return _select_backward(grad_output, input_sizes, dim, index)",
+    ),
+    "repeat.default": _Spec(
+        "tiling of the input along each dim",
+        (MAP_SOURCE, _MAP_OPS),
+        "def _op(self, repeats):\n    return _repeat(self, repeats)",
+    ),
+    "roll.default": _Spec(
+        "cyclic shift along dims (flattened when dims is empty)",
+        (MAP_SOURCE, _MAP_OPS),
+        "def _op(self, shifts, dims=()):\n    return _roll(self, shifts, dims)",
+    ),
+    "index.Tensor": _Spec(
+        "advanced indexing with a list of optional index tensors",
+        (INDEX_SOURCE,),
+        "def _op(self, indices):\n    return _index(self, indices)",
+    ),
+    "index_put.default": _Spec(
+        "advanced-index assignment into a copy of self (accumulate adds)",
+        (MAP_SOURCE, INDEX_SOURCE),
+        "def _op(self, indices, values, accumulate=False):\n"
+        "    return _index_put(self, indices, values, accumulate, inplace=False)",
+    ),
+    "index_put_.default": _Spec(
+        "advanced-index assignment into self (accumulate adds)",
+        (MAP_SOURCE, INDEX_SOURCE),
+        "def _op(self, indices, values, accumulate=False):\n"
+        "    return _index_put(self, indices, values, accumulate, inplace=True)",
+    ),
+    "scatter.src": _Spec(
+        "copy of self with src values written at index along dim",
+        (MAP_SOURCE, SCATTER_SOURCE),
+        "def _op(self, dim, index, src):\n    return _scatter(self, dim, index, src)",
+    ),
+    "embedding_dense_backward.default": _Spec(
+        "embedding weight gradient: grad rows summed per index",
+        (MAP_SOURCE, EMBED_SOURCE),
+        "def _op(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):\n"
+        "    return _embedding_dense_backward(grad_output, indices, num_weights, padding_idx,\n"
+        "                                     scale_grad_by_freq)",
+    ),
+}
+
+_PLAN = (
+    "Plan: outputs are [rows x last dim] tiles; each output coordinate maps to an input "
+    "coordinate (placed, wrapped, or picked by index tensors read through their broadcast "
+    "strides), the input is read through its own strides; accumulations are atomic adds in fp32 "
+    "(fp64 for fp64). Offsets and indices are int64."
+)
+
+
+def _index_lists(cases: list[Any]) -> list[list[Any]]:
+    """The `indices` argument of each index/index_put case (positional or keyword)."""
+    lists = []
+    for case in cases:
+        value = case.args[1] if len(case.args) > 1 else case.kwargs.get("indices")
+        if isinstance(value, list | tuple):
+            lists.append(list(value))
+    return lists
+
+
+def _declines(op: str, cases: list[Any]) -> bool:
+    """Cases outside the template: complex/fp8 dtypes, masks, too many index tensors or dims."""
+    if codegen.unsupported_dtypes(cases):
+        return True
+    if any(len(spec.shape) > MAX_DIMS for case in cases for spec in case.tensor_specs()):
+        return True
+    if op.startswith("index"):
+        for entries in _index_lists(cases):
+            specs = [e for e in entries if e is not None]
+            if len(specs) > 3 or any(
+                getattr(e, "dtype", None) in (torch.bool, torch.uint8) for e in specs
+            ):
+                return True
+    return False
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None or _declines(request.op, request.cases):
+        return None
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=spec.summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        *spec.sections,
+        Template(_ENTRY).substitute(
+            body=spec.body, fn=codegen.function_name(request.op), op=request.op
+        ),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}
