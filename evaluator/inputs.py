@@ -412,27 +412,28 @@ def rule_for(op: str) -> Rule | None:
 def _draw(
     kind: str, dtype: torch.dtype, n: int, gen: torch.Generator, bound: int = 0
 ) -> torch.Tensor:
-    """`n` values of `dtype` on the CPU, following `kind`."""
+    """`n` values of `dtype` on the generator's device, following `kind`."""
+    dev = gen.device
     if dtype == torch.bool:
         if kind == "nonzero":
-            return torch.ones(n, dtype=torch.bool)
-        return torch.randint(0, 2, (n,), generator=gen).bool()
+            return torch.ones(n, dtype=torch.bool, device=dev)
+        return torch.randint(0, 2, (n,), generator=gen, device=dev).bool()
     if dtype.is_complex:
         wide = torch.complex128 if dtype == torch.complex128 else torch.complex64
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "ComplexHalf support is experimental"
-            return torch.randn(n, generator=gen, dtype=wide).to(dtype)
+            return torch.randn(n, generator=gen, dtype=wide, device=dev).to(dtype)
     if dtype.is_floating_point:
         wide = torch.float64 if dtype == torch.float64 else torch.float32
         if kind in ("index", "count"):
             lo, hi = (0, bound) if kind == "index" else COUNT_RANGE
-            return torch.randint(lo, max(hi, lo + 1), (n,), generator=gen).to(dtype)
-        u = torch.rand(n, generator=gen, dtype=wide)
+            return torch.randint(lo, max(hi, lo + 1), (n,), generator=gen, device=dev).to(dtype)
+        u = torch.rand(n, generator=gen, dtype=wide, device=dev)
         if kind == "positive":
             v = 0.1 + 2.9 * u
         elif kind == "nonzero":
-            sign = torch.randint(0, 2, (n,), generator=gen).to(wide) * 2 - 1
-            v = sign * (0.25 + torch.randn(n, generator=gen, dtype=wide).abs())
+            sign = torch.randint(0, 2, (n,), generator=gen, device=dev).to(wide) * 2 - 1
+            v = sign * (0.25 + torch.randn(n, generator=gen, dtype=wide, device=dev).abs())
         elif kind == "unit":
             v = 1.9 * u - 0.95
         elif kind == "prob":
@@ -440,26 +441,26 @@ def _draw(
         elif kind == "ge1":
             v = 1.0 + 3.0 * u
         else:
-            v = torch.randn(n, generator=gen, dtype=wide)
+            v = torch.randn(n, generator=gen, dtype=wide, device=dev)
         return v.to(dtype)
     # integers
     signed = dtype != torch.uint8
     if kind == "index":
         return (
-            torch.randint(0, max(bound, 1), (n,), generator=gen).to(dtype)
+            torch.randint(0, max(bound, 1), (n,), generator=gen, device=dev).to(dtype)
             if bound > 0
-            else torch.zeros(n, dtype=dtype)
+            else torch.zeros(n, dtype=dtype, device=dev)
         )
     if kind == "count":
-        return torch.randint(*COUNT_RANGE, (n,), generator=gen).to(dtype)
+        return torch.randint(*COUNT_RANGE, (n,), generator=gen, device=dev).to(dtype)
     if kind in ("positive", "ge1", "prob"):
-        return torch.randint(1, INT_RANGE[1], (n,), generator=gen).to(dtype)
+        return torch.randint(1, INT_RANGE[1], (n,), generator=gen, device=dev).to(dtype)
     if kind == "nonzero":
-        mag = torch.randint(1, INT_RANGE[1], (n,), generator=gen)
-        sign = torch.randint(0, 2, (n,), generator=gen) * 2 - 1 if signed else 1
+        mag = torch.randint(1, INT_RANGE[1], (n,), generator=gen, device=dev)
+        sign = torch.randint(0, 2, (n,), generator=gen, device=dev) * 2 - 1 if signed else 1
         return (mag * sign).to(dtype)
     lo, hi = INT_RANGE if signed else UINT8_RANGE
-    return torch.randint(lo, hi, (n,), generator=gen).to(dtype)
+    return torch.randint(lo, hi, (n,), generator=gen, device=dev).to(dtype)
 
 
 def _tensor(spec: TensorSpec, kind: str, gen: torch.Generator, bound: int = 0) -> torch.Tensor:
@@ -554,8 +555,13 @@ def materialize(
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Real (args, kwargs) for `case` of `op` on `device`, drawn reproducibly from `seed`."""
     target = torch.device(device)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
     rule = rule_for(op) or Rule()
+    # On a GPU, draw on the GPU: drawing a 25M-element activation on the CPU and copying it over
+    # costs ~0.5 s per tensor, and the sandbox materialises every case twice per candidate. Values
+    # are then reproducible per device type (CPU and CUDA streams differ). Rules that post-process
+    # values (`fix`) work on CPU tensors, so those ops keep drawing on the CPU.
+    on_device = target.type == "cuda" and rule.fix is None
+    gen = torch.Generator(device=target if on_device else "cpu").manual_seed(seed)
     schema = _schema(normalize_op(op))
     specs = Call(schema, list(case.args), dict(case.kwargs))
     names = [a.name for a in schema.arguments if not a.kwarg_only] if schema is not None else []

@@ -262,6 +262,7 @@ class Sandbox:
             "config": self.config.model_dump(mode="json"),
             "measure_performance": measure_performance and self.device == "cuda",
             "results_path": str(results_path),
+            "timing_lock": str(self.scratch / "gpu_timing.lock"),
         }
         spec_path = job_dir / "spec.json"
         spec_path.write_text(json.dumps(spec))

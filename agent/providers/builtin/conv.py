@@ -75,7 +75,8 @@ def _ints(value, n, name):
 
 def _span(t):
     """Elements between a tensor's first and last addressed element, plus one."""
-    return 1 + sum((size - 1) * abs(step) for size, step in zip(t.shape, t.stride()) if size > 0)
+    pairs = zip(t.shape, t.stride(), strict=True)
+    return 1 + sum((size - 1) * abs(step) for size, step in pairs if size > 0)
 
 
 def _needs_int64(*tensors):
@@ -89,9 +90,9 @@ def _tuned(device):
 
 def _precision(dtype, device):
     """tl.dot precision for fp32 operands: TF32 exactly when eager's cuDNN would use it."""
-    if dtype == torch.float32 and device.type == "cuda" and not _INTERPRET:
-        if torch.backends.cudnn.allow_tf32:
-            return "tf32"
+    on_gpu = device.type == "cuda" and not _INTERPRET
+    if dtype == torch.float32 and on_gpu and torch.backends.cudnn.allow_tf32:
+        return "tf32"
     return "ieee"
 
 
@@ -154,11 +155,9 @@ def _empty_like_layout(shape, like, dtype):
 
 def _gemm_tiles(M, N, K, dtype, device):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) when not autotuning."""
-    if _INTERPRET or device.type != "cuda":
-        if _INTERPRET:
-            # the interpreter runs programs one by one: few, large tiles are fastest there
-            return _clamp_pow2(M, 16, 128), _clamp_pow2(N, 16, 64), _clamp_pow2(K, 16, 32), 4, 1
-        # compiling for a GPU without one (tests): use the GPU heuristic below
+    if _INTERPRET:
+        # the interpreter runs programs one by one: few, large tiles are fastest there
+        return _clamp_pow2(M, 16, 128), _clamp_pow2(N, 16, 64), _clamp_pow2(K, 16, 32), 4, 1
     half = dtype in (torch.float16, torch.bfloat16)
     bm = _clamp_pow2(M, 16, 128)
     bn = _clamp_pow2(N, 16, 128)
@@ -167,42 +166,82 @@ def _gemm_tiles(M, N, K, dtype, device):
     return bm, bn, bk, warps, 3
 
 
-def _gemm_prune(configs, named_args, **kwargs):
-    """Drop tiles larger than the problem (they only add padding); keep at least one."""
+def _direct_tiles(P, OC, T):
+    """(BLOCK_P, BLOCK_C, num_warps) when not autotuning."""
+    if _INTERPRET:
+        return _clamp_pow2(P, 16, 256), _clamp_pow2(OC, 1, 32), 4
+    if T:  # pixels contiguous: long pixel rows, few channels
+        return 128, _clamp_pow2(OC, 1, 8), 4
+    return 32, _clamp_pow2(OC, 4, 64), 4
+
+
+@triton.jit
+def _row(v, T: tl.constexpr):
+    # Tiles are [pixels, channels], or [channels, pixels] when T: the axis that is contiguous in
+    # memory goes last, where Triton puts consecutive threads (coalesced access).
+    if T:
+        return v[None, :]
+    else:
+        return v[:, None]
+
+
+@triton.jit
+def _col(v, T: tl.constexpr):
+    if T:
+        return v[:, None]
+    else:
+        return v[None, :]
+'''
+
+_FORWARD = '''def _gemm_prune(configs, named_args, **kwargs):
+    """Fit the configs to the problem: drop tiles narrower than min(64, N), clamp BLOCK_M/N/K
+    to the problem (powers of two, at least 16) and drop duplicates. Never empty: the widest
+    config always stays."""
     args = {**named_args, **kwargs}
-    m, n, k = _pow2(args["TILE_M"]), _pow2(args["TILE_N"]), _pow2(args["TILE_K"])
-    kept = [
-        c for c in configs
-        if c.kwargs["BLOCK_M"] <= max(m, 64)
-        and c.kwargs["BLOCK_N"] <= max(n, 32)
-        and c.kwargs["BLOCK_K"] <= max(k, 16)
-    ]
-    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+    m, n, k = (max(16, _pow2(args[name])) for name in ("TILE_M", "TILE_N", "TILE_K"))
+    kept, seen = [], set()
+    for c in configs:
+        if c.kwargs["BLOCK_N"] < min(64, n):
+            continue
+        bm, bn, bk = min(c.kwargs["BLOCK_M"], m), min(c.kwargs["BLOCK_N"], n), min(c.kwargs["BLOCK_K"], k)
+        warps = c.num_warps if bm * bn >= 128 * 64 else 4  # 8 warps only on large tiles
+        if (bm, bn, bk, warps, c.num_stages) not in seen:
+            seen.add((bm, bn, bk, warps, c.num_stages))
+            kept.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
+                                      num_warps=warps, num_stages=c.num_stages))
+    return kept
 
 
 def _gemm_configs(half):
-    """Tile configs for an H200 (sm_90): wide tiles for half precision, narrower for fp32."""
+    """Tile configs for an H200 (sm_90): (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); narrow
+    BLOCK_N ones serve the many convolutions with few output channels per group."""
     if half:
-        shapes = [(128, 128, 64, 8, 3), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
-                  (64, 64, 32, 4, 4), (128, 256, 64, 8, 3)]
+        shapes = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 3), (128, 64, 64, 4, 4),
+                  (64, 128, 64, 4, 4), (64, 64, 32, 4, 4), (128, 32, 64, 4, 4),
+                  (128, 16, 64, 4, 4)]
     else:
         shapes = [(128, 128, 32, 8, 3), (128, 64, 32, 4, 3), (64, 128, 32, 4, 3),
-                  (64, 64, 32, 4, 3)]
+                  (64, 64, 32, 4, 3), (128, 32, 32, 4, 3), (128, 16, 32, 4, 3)]
     return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
             for bm, bn, bk, w, s in shapes]
-'''
 
-_FORWARD = '''@triton.jit
+
+@triton.jit
 def _conv_gemm_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
     M, OHW, OW, H, W, CG, OCG, KW, KHW, TILE_M, TILE_N, TILE_K,
     sxn, sxc, sxh, sxw, swo, swc, swh, sww, sb, syn, syc, syh, syw,
     str_h, str_w, pad_h, pad_w, dil_h, dil_w,
-    HAS_BIAS: tl.constexpr, FLAT: tl.constexpr, EVEN_C: tl.constexpr, WIDEN: tl.constexpr,
-    PREC: tl.constexpr, IDX64: tl.constexpr,
+    HAS_BIAS: tl.constexpr, FLAT: tl.constexpr, T: tl.constexpr, EVEN_C: tl.constexpr,
+    WIDEN: tl.constexpr, PREC: tl.constexpr, IDX64: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
-    """y[n, g*OCG + j, oh, ow] = bias + sum over (c, kh, kw) of x[n, g*CG + c, ih, iw] * w[...]."""
+    \"\"\"y[n, g*OCG + j, oh, ow] = bias + sum over (c, kh, kw) of x[n, g*CG + c, ih, iw] * w[...].
+
+    Not T: acc[pixels, out channels] = x tile [BLOCK_M, BLOCK_K] @ w tile [BLOCK_K, BLOCK_N].
+    T (pixels contiguous, NCHW): acc[out channels, pixels] = w tile [BLOCK_N, BLOCK_K] @ x tile
+    [BLOCK_K, BLOCK_M], so loads and stores run along the contiguous pixel axis.
+    \"\"\"
     pid = tl.program_id(0)
     g = tl.program_id(1)
     num_m = tl.cdiv(M, BLOCK_M)
@@ -228,9 +267,12 @@ def _conv_gemm_kernel(
     oc = g * OCG + rn % OCG
     ih0 = oh * str_h - pad_h
     iw0 = ow * str_w - pad_w
-    x_row = x_ptr + img * sxn + (g * CG) * sxc
-    w_col = w_ptr + oc * swo
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_row = img * sxn + (g * CG) * sxc
+    w_col = oc * swo
+    if T:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT:
         # few channels: K runs over (c, kh, kw) flattened, so tiles are not mostly padding
         K = CG * KHW
@@ -241,16 +283,20 @@ def _conv_gemm_kernel(
             r = kk % KHW
             kh = r // KW
             kw = r % KW
-            ih = ih0[:, None] + kh[None, :] * dil_h
-            iw = iw0[:, None] + kw[None, :] * dil_w
-            ok = kin[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            a = tl.load(x_row[:, None] + c[None, :] * sxc + ih * sxh + iw * sxw, mask=ok, other=0.0)
-            b = tl.load(w_col[None, :] + c[:, None] * swc + kh[:, None] * swh + kw[:, None] * sww,
-                        mask=kin[:, None], other=0.0)
+            ih = _row(ih0, T) + _col(kh * dil_h, T)
+            iw = _row(iw0, T) + _col(kw * dil_w, T)
+            ok = _col(kin, T) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            a = tl.load(x_ptr + _row(x_row, T) + _col(c * sxc, T) + ih * sxh + iw * sxw,
+                        mask=ok, other=0.0)
+            b = tl.load(w_ptr + _row(c * swc + kh * swh + kw * sww, T) + _col(w_col, T),
+                        mask=_row(kin, T), other=0.0)
             if WIDEN:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc, input_precision=PREC)
+            if T:
+                acc = tl.dot(b, a, acc, input_precision=PREC)
+            else:
+                acc = tl.dot(a, b, acc, input_precision=PREC)
     else:
         # many channels: the pixel offsets and padding mask are computed once per (kh, kw)
         for r in range(0, KHW):
@@ -258,28 +304,31 @@ def _conv_gemm_kernel(
             kw = r % KW
             ih = ih0 + kh * dil_h
             iw = iw0 + kw * dil_w
-            ok = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            a_base = x_row + ih * sxh + iw * sxw
-            b_base = w_col + kh * swh + kw * sww
+            ok = _row((ih >= 0) & (ih < H) & (iw >= 0) & (iw < W), T)
+            a_base = x_ptr + _row(x_row + ih * sxh + iw * sxw, T)
+            b_base = w_ptr + kh * swh + kw * sww + _col(w_col, T)
             for c0 in range(0, CG, BLOCK_K):
                 cc = c0 + rk
-                a_ptrs = a_base[:, None] + cc[None, :] * sxc
-                b_ptrs = b_base[None, :] + cc[:, None] * swc
+                a_ptrs = a_base + _col(cc * sxc, T)
+                b_ptrs = b_base + _row(cc * swc, T)
                 if EVEN_C:
-                    a = tl.load(a_ptrs, mask=ok[:, None], other=0.0)
+                    a = tl.load(a_ptrs, mask=ok, other=0.0)
                     b = tl.load(b_ptrs)
                 else:
                     cin = cc < CG
-                    a = tl.load(a_ptrs, mask=ok[:, None] & cin[None, :], other=0.0)
-                    b = tl.load(b_ptrs, mask=cin[:, None], other=0.0)
+                    a = tl.load(a_ptrs, mask=ok & _col(cin, T), other=0.0)
+                    b = tl.load(b_ptrs, mask=_row(cin, T), other=0.0)
                 if WIDEN:
                     a = a.to(tl.float32)
                     b = b.to(tl.float32)
-                acc = tl.dot(a, b, acc, input_precision=PREC)
+                if T:
+                    acc = tl.dot(b, a, acc, input_precision=PREC)
+                else:
+                    acc = tl.dot(a, b, acc, input_precision=PREC)
     if HAS_BIAS:
-        acc += tl.load(b_ptr + oc * sb).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + (img * syn + oh * syh + ow * syw)[:, None] + oc[None, :] * syc
-    mask = (rm < M)[:, None] & (rn < OCG)[None, :]
+        acc += _col(tl.load(b_ptr + oc * sb).to(tl.float32), T)
+    y_ptrs = y_ptr + _row(img * syn + oh * syh + ow * syw, T) + _col(oc * syc, T)
+    mask = _row(rm < M, T) & _col(rn < OCG, T)
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -289,10 +338,11 @@ def _conv_direct_kernel(
     P, OHW, OW, H, W, OC, OCG, KW, KHW,
     sxn, sxc, sxh, sxw, swo, swh, sww, sb, syn, syc, syh, syw,
     str_h, str_w, pad_h, pad_w, dil_h, dil_w,
-    HAS_BIAS: tl.constexpr, IDX64: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+    HAS_BIAS: tl.constexpr, T: tl.constexpr, IDX64: tl.constexpr,
+    BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
-    """One input channel per group (depthwise): y[n, oc, oh, ow] = sum over (kh, kw) of
-    x[n, oc // OCG, ih, iw] * w[oc, 0, kh, kw], on [pixels x channels] tiles."""
+    \"\"\"One input channel per group (depthwise): y[n, oc, oh, ow] = sum over (kh, kw) of
+    x[n, oc // OCG, ih, iw] * w[oc, 0, kh, kw], on [pixels x channels] tiles (transposed: T).\"\"\"
     if IDX64:
         rp = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
         rc = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -307,50 +357,51 @@ def _conv_direct_kernel(
     ow = pix % OW
     ih0 = oh * str_h - pad_h
     iw0 = ow * str_w - pad_w
-    x_row = x_ptr + img * sxn
-    x_col = (c // OCG) * sxc
+    x_col = _col((c // OCG) * sxc, T)
     w_col = w_ptr + c * swo
-    acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
+    if T:
+        acc = tl.zeros((BLOCK_C, BLOCK_P), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
     for r in range(0, KHW):
         kh = r // KW
         kw = r % KW
         ih = ih0 + kh * dil_h
         iw = iw0 + kw * dil_w
         ok = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        xv = tl.load((x_row + ih * sxh + iw * sxw)[:, None] + x_col[None, :], mask=ok[:, None],
+        xv = tl.load(x_ptr + _row(img * sxn + ih * sxh + iw * sxw, T) + x_col, mask=_row(ok, T),
                      other=0.0)
         wv = tl.load(w_col + kh * swh + kw * sww)
-        acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]
+        acc += xv.to(tl.float32) * _col(wv.to(tl.float32), T)
     if HAS_BIAS:
-        acc += tl.load(b_ptr + c * sb).to(tl.float32)[None, :]
-    y_ptrs = y_ptr + (img * syn + oh * syh + ow * syw)[:, None] + c[None, :] * syc
-    mask = (rp < P)[:, None] & (rc < OC)[None, :]
+        acc += _col(tl.load(b_ptr + c * sb).to(tl.float32), T)
+    y_ptrs = y_ptr + _row(img * syn + oh * syh + ow * syw, T) + _col(c * syc, T)
+    mask = _row(rp < P, T) & _col(rc < OC, T)
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 _conv_gemm = triton.heuristics({"EVEN_C": lambda a: a["CG"] % a["BLOCK_K"] == 0})(_conv_gemm_kernel)
-_GEMM_KEY = ["TILE_M", "TILE_N", "TILE_K", "KHW", "FLAT", "sxc", "syc"]
+_GEMM_KEY = ["TILE_M", "TILE_N", "TILE_K", "KHW", "FLAT", "T"]
+# (BLOCK_P, BLOCK_C, num_warps): channel-wide tiles suit channels_last, pixel-long ones NCHW
 _DIRECT_CONFIGS = [(32, 64, 4), (64, 32, 4), (128, 16, 4), (256, 8, 4), (64, 64, 8)]
+
+
+def _quick_bench(kernel_call, quantiles):
+    """Tuning runs inside a verdict's time budget: a few ms per config is enough to rank them."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
+
+
 if not _INTERPRET:
     _conv_gemm_tuned = {
-        half: triton.autotune(configs=_gemm_configs(half), key=_GEMM_KEY,
+        half: triton.autotune(configs=_gemm_configs(half), key=_GEMM_KEY, do_bench=_quick_bench,
                               prune_configs_by={"early_config_prune": _gemm_prune})(_conv_gemm)
         for half in (True, False)
     }
     _conv_direct_tuned = triton.autotune(
         configs=[triton.Config({"BLOCK_P": bp, "BLOCK_C": bc}, num_warps=w)
                  for bp, bc, w in _DIRECT_CONFIGS],
-        key=["P", "OC", "KHW", "sxc", "syc"],
+        key=["P", "OC", "KHW", "T"], do_bench=_quick_bench,
     )(_conv_direct_kernel)
-
-
-def _direct_tiles(P, OC, x, device):
-    """(BLOCK_P, BLOCK_C, num_warps) when not autotuning: channels along the contiguous axis."""
-    if _INTERPRET:
-        return _clamp_pow2(P, 16, 256), _clamp_pow2(OC, 1, 32), 4
-    if _channels_last(x):
-        return 32, _clamp_pow2(OC, 4, 64), 4
-    return 128, _clamp_pow2(OC, 1, 16), 4
 
 
 def _op(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -366,45 +417,50 @@ def _op(input, weight, bias, stride, padding, dilation, transposed, output_paddi
         if bias.dtype != x.dtype:
             raise RuntimeError(f"{_OP}: bias type ({bias.dtype}) should be {x.dtype}")
     y = _empty_like_layout((N, OC, OH, OW), x, x.dtype)
-    if y.numel() > 0:
-        b = bias if bias is not None else y
-        idx64 = _needs_int64(x, w, y)
-        M = N * OH * OW
-        common = dict(
-            sxn=x.stride(0), sxc=x.stride(1), sxh=x.stride(2), sxw=x.stride(3),
-            swo=w.stride(0), swh=w.stride(2), sww=w.stride(3), sb=b.stride(0),
-            syn=y.stride(0), syc=y.stride(1), syh=y.stride(2), syw=y.stride(3),
-            str_h=stride[0], str_w=stride[1], pad_h=padding[0], pad_w=padding[1],
-            dil_h=dilation[0], dil_w=dilation[1],
-        )
-        if CG == 1 and OCG <= 4:
-            args = (x, w, b, y, M, OH * OW, OW, H, W, OC, OCG, KW, KH * KW)
-            flags = dict(HAS_BIAS=bias is not None, IDX64=idx64)
-            if _tuned(x.device):
-                grid = lambda meta: (_cdiv(M, meta["BLOCK_P"]), _cdiv(OC, meta["BLOCK_C"]))  # noqa: E731
-                _conv_direct_tuned[grid](*args, **common, **flags)
-            else:
-                bp, bc, warps = _direct_tiles(M, OC, x, x.device)
-                _conv_direct_kernel[(_cdiv(M, bp), _cdiv(OC, bc))](
-                    *args, **common, **flags, BLOCK_P=bp, BLOCK_C=bc, num_warps=warps)
+    if y.numel() == 0:
+        return y.squeeze(2) if one_d else y
+    if G > 65535:
+        raise NotImplementedError(f"{_OP}: more than 65535 groups")
+    b = bias if bias is not None else y
+    M = N * OH * OW
+    T = x.stride(1) != 1  # pixels, not channels, are the input's contiguous axis (NCHW)
+    direct = CG == 1 and OCG <= 4
+    flat = not direct and CG < 16 and KH * KW > 1
+    if not direct and not flat and KH * KW > 1 and w.stride(1) != 1:
+        # the K loop walks channels: a channels-innermost weight copy keeps its loads coalesced
+        w = w.contiguous(memory_format=torch.channels_last)
+    common = dict(
+        sxn=x.stride(0), sxc=x.stride(1), sxh=x.stride(2), sxw=x.stride(3),
+        swo=w.stride(0), swh=w.stride(2), sww=w.stride(3), sb=b.stride(0),
+        syn=y.stride(0), syc=y.stride(1), syh=y.stride(2), syw=y.stride(3),
+        str_h=stride[0], str_w=stride[1], pad_h=padding[0], pad_w=padding[1],
+        dil_h=dilation[0], dil_w=dilation[1],
+        HAS_BIAS=bias is not None, T=T, IDX64=_needs_int64(x, w, y),
+    )
+    if direct:
+        args = (x, w, b, y, M, OH * OW, OW, H, W, OC, OCG, KW, KH * KW)
+        if _tuned(x.device):
+            grid = lambda meta: (_cdiv(M, meta["BLOCK_P"]), _cdiv(OC, meta["BLOCK_C"]))
+            _conv_direct_tuned[grid](*args, **common)
         else:
-            flat = CG < 16 and KH * KW > 1
-            tile_k = CG * KH * KW if flat else CG
-            args = (x, w, b, y, M, OH * OW, OW, H, W, CG, OCG, KW, KH * KW, M, OCG, tile_k)
-            flags = dict(HAS_BIAS=bias is not None, FLAT=flat, WIDEN=_INTERPRET,
-                         PREC=_precision(x.dtype, x.device), IDX64=idx64, GROUP_M=8)
-            if G > 65535:
-                raise NotImplementedError(f"{_OP}: more than 65535 groups")
-            if _tuned(x.device):
-                half = x.dtype != torch.float32
-                grid = lambda meta: (  # noqa: E731
-                    _cdiv(M, meta["BLOCK_M"]) * _cdiv(OCG, meta["BLOCK_N"]), G)
-                _conv_gemm_tuned[half][grid](*args, swc=w.stride(1), **common, **flags)
-            else:
-                bm, bn, bk, warps, stages = _gemm_tiles(M, OCG, tile_k, x.dtype, x.device)
-                grid = (_cdiv(M, bm) * _cdiv(OCG, bn), G)
-                _conv_gemm[grid](*args, swc=w.stride(1), **common, **flags, BLOCK_M=bm,
-                                 BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+            bp, bc, warps = _direct_tiles(M, OC, T)
+            _conv_direct_kernel[(_cdiv(M, bp), _cdiv(OC, bc))](
+                *args, **common, BLOCK_P=bp, BLOCK_C=bc, num_warps=warps)
+    else:
+        tile_k = CG * KH * KW if flat else CG
+        args = (x, w, b, y, M, OH * OW, OW, H, W, CG, OCG, KW, KH * KW, M, OCG, tile_k)
+        flags = dict(swc=w.stride(1), FLAT=flat, WIDEN=_INTERPRET,
+                     PREC=_precision(x.dtype, x.device), GROUP_M=8)
+        if _tuned(x.device):
+            half = x.dtype != torch.float32
+            grid = lambda meta: (
+                _cdiv(M, meta["BLOCK_M"]) * _cdiv(OCG, meta["BLOCK_N"]), G)
+            _conv_gemm_tuned[half][grid](*args, **common, **flags)
+        else:
+            bm, bn, bk, warps, stages = _gemm_tiles(M, OCG, tile_k, x.dtype, x.device)
+            grid = (_cdiv(M, bm) * _cdiv(OCG, bn), G)
+            _conv_gemm[grid](*args, **common, **flags, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                             num_warps=warps, num_stages=stages)
     return y.squeeze(2) if one_d else y
 '''
 

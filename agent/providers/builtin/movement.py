@@ -191,7 +191,7 @@ def _copy_into(dst, src):
     return _map(src, list(src.stride()), dst, plan, wrap=False)
 '''
 
-_MAP_OPS = '''
+_MAP_OPS = """
 
 def _constant_pad_nd(self, pad, value=0):
     pad = list(pad)
@@ -277,7 +277,7 @@ def _roll(self, shifts, dims=()):
         total[_wrap_dim(d, self.dim())] += s
     plan = [(n, n, total[d] % n, 1) for d, n in enumerate(self.shape)]
     return _map(self, list(self.stride()), out, plan, wrap=True)
-'''
+"""
 
 # ---------------------------------------------------------------- advanced indexing
 

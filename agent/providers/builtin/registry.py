@@ -19,7 +19,10 @@ from agent.providers.builtin.request import Writer
 log = logging.getLogger(__name__)
 
 # Optional family modules, imported if present (written separately).
-OPTIONAL_FAMILIES = ("reduction", "softmax", "norm", "matmul", "copy", "gather")
+OPTIONAL_FAMILIES = (
+    "reduction", "softmax", "norm", "matmul", "copy", "gather",
+    "movement", "loss", "pooling", "scan", "norm_extra", "conv",
+)  # fmt: skip
 
 
 def _optional_modules() -> list[object]:

@@ -1,0 +1,215 @@
+"""Loss family of the builtin provider: nll_loss_forward and nll_loss_backward.
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. non-float inputs).
+Same request -> same text.
+
+How the generated kernels work (self is [N, C] or [C], target [N] or []):
+- forward, reduction none: one flat launch over N writes -w[t] * self[i, t] (0 where the target
+  is ignore_index); total_weight is 0, as in eager;
+- forward, mean/sum: one program walks N in blocks summing the loss and the weights in fp32
+  (fp64 for fp64) in a fixed order (deterministic), then divides by total_weight for mean
+  (0/0 -> NaN, as in eager);
+- backward: a [rows x classes] tile kernel writes every element of grad_input once: the target
+  column gets -w[t] * grad (grad / total_weight for mean), every other column 0, so no separate
+  zero fill is needed.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+import torch
+
+from agent.providers.builtin import codegen
+from agent.providers.builtin.movement import PRELUDE
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_TARGETS = (torch.int64, torch.int32, torch.uint8)
+
+_NLL_SOURCE = '''
+
+@triton.jit
+def _nll_forward_kernel(x_ptr, t_ptr, w_ptr, out_ptr, tw_ptr, N, sx0, sx1, st, ignore_index,
+                        HAS_W: tl.constexpr, REDUCTION: tl.constexpr, ACC: tl.constexpr,
+                        BLOCK: tl.constexpr):
+    """REDUCTION 0: out[i] = loss_i; 1 (mean) / 2 (sum): one program, out = sum (/ total weight)."""
+    if REDUCTION == 0:
+        i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        ok = i < N
+        t = tl.load(t_ptr + i * st, mask=ok, other=0).to(tl.int64)
+        valid = ok & (t != ignore_index)
+        x = tl.load(x_ptr + i * sx0 + t * sx1, mask=valid, other=0).to(ACC)
+        w = tl.full([BLOCK], 1.0, ACC)
+        if HAS_W:
+            w = tl.load(w_ptr + t, mask=valid, other=0).to(ACC)
+        loss = tl.where(valid, -x * w, 0.0)
+        tl.store(out_ptr + i, loss.to(out_ptr.dtype.element_ty), mask=ok)
+    else:
+        loss_acc = tl.zeros([BLOCK], ACC)
+        w_acc = tl.zeros([BLOCK], ACC)
+        for start in range(0, N, BLOCK):
+            i = start + tl.arange(0, BLOCK).to(tl.int64)
+            ok = i < N
+            t = tl.load(t_ptr + i * st, mask=ok, other=0).to(tl.int64)
+            valid = ok & (t != ignore_index)
+            x = tl.load(x_ptr + i * sx0 + t * sx1, mask=valid, other=0).to(ACC)
+            w = tl.where(valid, 1.0, 0.0).to(ACC)
+            if HAS_W:
+                w = tl.load(w_ptr + t, mask=valid, other=0).to(ACC)
+            loss_acc += tl.where(valid, -x * w, 0.0)
+            w_acc += w
+        total = tl.sum(loss_acc, axis=0)
+        tw = tl.sum(w_acc, axis=0)
+        if REDUCTION == 1:
+            total = total / tw
+        tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
+        tl.store(tw_ptr, tw.to(tw_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _nll_backward_kernel(go_ptr, t_ptr, w_ptr, tw_ptr, out_ptr, N, C, NCB, sgo, st,
+                         ignore_index, HAS_W: tl.constexpr, REDUCTION: tl.constexpr,
+                         ACC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """grad_input[i, c] = (c == target[i]) ? -w[t] * grad : 0, written for every element."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
+    row_ok = rows < N
+    t = tl.load(t_ptr + rows * st, mask=row_ok, other=0).to(tl.int64)
+    valid = row_ok & (t != ignore_index)
+    if REDUCTION == 0:
+        g = tl.load(go_ptr + rows * sgo, mask=row_ok, other=0).to(ACC)
+    else:
+        g = tl.load(go_ptr).to(ACC) + tl.zeros([BLOCK_R], ACC)
+        if REDUCTION == 1:
+            g = g / tl.load(tw_ptr).to(ACC)
+    g = -g
+    if HAS_W:
+        g = g * tl.load(w_ptr + t, mask=valid, other=0).to(ACC)
+    g = tl.where(valid, g, 0.0)
+    hit = cols[None, :] == t[:, None]
+    v = tl.where(hit, g[:, None], 0.0)
+    m = row_ok[:, None] & (cols[None, :] < C)
+    tl.store(out_ptr + rows[:, None] * C + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=m)
+
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _check(self, target, weight, reduction):
+    if self.dim() not in (1, 2):
+        raise ValueError(f"nll_loss: expected input of 1 or 2 dims, got {self.dim()}")
+    if target.dim() > 1 or (self.dim() == 2 and target.numel() != self.shape[0]):
+        raise ValueError("nll_loss: target must be [N] for an [N, C] input (or [] for [C])")
+    C = self.shape[-1]
+    if weight is not None and weight.numel() != C:
+        raise RuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got weight tensor of shape: {list(weight.shape)}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _acc(dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _nll_loss_forward(self, target, weight, reduction, ignore_index):
+    _check(self, target, weight, reduction)
+    N = self.shape[0] if self.dim() == 2 else 1
+    sx0 = self.stride(0) if self.dim() == 2 else 0
+    sx1 = self.stride(-1)
+    st = target.stride(0) if target.dim() == 1 else 0
+    w = weight.contiguous() if weight is not None else self
+    tw = torch.zeros((), dtype=self.dtype, device=self.device)
+    if reduction == 0:
+        out = torch.empty((N,) if self.dim() == 2 else (), dtype=self.dtype, device=self.device)
+        if N == 0:
+            return out, tw
+        block, warps = _block1(N)
+        _nll_forward_kernel[(_cdiv(N, block),)](
+            self, target, w, out, tw, N, sx0, sx1, st, ignore_index, HAS_W=weight is not None,
+            REDUCTION=0, ACC=_acc(self.dtype), BLOCK=block, num_warps=warps)
+        return out, tw
+    out = torch.empty((), dtype=self.dtype, device=self.device)
+    block = max(32, min(_pow2(N), 1024))
+    _nll_forward_kernel[(1,)](
+        self, target, w, out, tw, N, sx0, sx1, st, ignore_index, HAS_W=weight is not None,
+        REDUCTION=reduction, ACC=_acc(self.dtype), BLOCK=block, num_warps=4)
+    return out, tw
+
+
+def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    _check(self, target, weight, reduction)
+    N = self.shape[0] if self.dim() == 2 else 1
+    C = self.shape[-1]
+    out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    if out.numel() == 0:
+        return out
+    st = target.stride(0) if target.dim() == 1 else 0
+    sgo = grad_output.stride(0) if grad_output.dim() == 1 else 0
+    w = weight.contiguous() if weight is not None else self
+    block_r, block_c, warps = _tile2(N, C)
+    ncb = _cdiv(C, block_c)
+    _nll_backward_kernel[(_cdiv(N, block_r) * ncb,)](
+        grad_output, target, w, total_weight, out, N, C, ncb, sgo, st, ignore_index,
+        HAS_W=weight is not None, REDUCTION=reduction, ACC=_acc(self.dtype),
+        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    return out
+'''
+
+_ENTRY = '''
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_SPECS: dict[str, tuple[str, str]] = {
+    "nll_loss_forward.default": (
+        "negative log-likelihood loss (none/mean/sum, weight, ignore_index)",
+        "def _op(self, target, weight, reduction, ignore_index):\n"
+        "    return _nll_loss_forward(self, target, weight, reduction, ignore_index)",
+    ),
+    "nll_loss_backward.default": (
+        "gradient of the negative log-likelihood loss",
+        "def _op(grad_output, self, target, weight, reduction, ignore_index, total_weight):\n"
+        "    return _nll_loss_backward(grad_output, self, target, weight, reduction,\n"
+        "                              ignore_index, total_weight)",
+    ),
+}
+
+_PLAN = (
+    "Plan: the forward gathers self[i, target[i]] (one program summing in a fixed order for "
+    "mean/sum, accumulating in fp32); the backward writes every element of grad_input once in "
+    "[rows x classes] tiles, the target column holding -weight * grad."
+)
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None:
+        return None
+    if any(dt not in _FLOATS + _TARGETS for dt in codegen.case_dtypes(request.cases)):
+        return None
+    summary, body = spec
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        _NLL_SOURCE,
+        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

@@ -1,0 +1,331 @@
+"""More normalisation kernels for the builtin provider: _safe_softmax, native_group_norm and
+_weight_norm_interface.
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. non-float inputs).
+Same request -> same text.
+
+How the generated kernels work:
+- _safe_softmax: the input (made contiguous) is read as [outer, R, inner] rows along the softmax
+  dim, BLOCK_M rows per program. A row that fits one tile is loaded once; a longer one takes an
+  online pass (running max, rescaled sum) and a writing pass. A row whose maximum is -inf (every
+  element masked) is written as zeros instead of NaN, as eager does. Arithmetic in fp32 (fp64 for
+  fp64), stored in `dtype` when given;
+- native_group_norm: one program per (sample, group) reduces its C/G * HxW contiguous elements
+  with sums shifted by the group's first element (one pass, no catastrophic cancellation), writes
+  mean and rstd (in the input dtype, shaped [N, group] like eager), then normalises the group and
+  applies the per-channel weight and bias in a second pass over the same (cache-hot) data;
+- _weight_norm_interface (dim 0 or last): the input (made contiguous) is read as [A, D, B] with D
+  the kept dim; partial sums of squares go to an fp32 buffer with atomic adds (a column tile when
+  B == 1, so the last-dim case reads memory in order), then one elementwise launch writes
+  w = v * g / ||v|| and the norm (fp32 for f16/bf16, as eager's accumulate type).
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+import torch
+
+from agent.providers.builtin import codegen
+from agent.providers.builtin.movement import PRELUDE
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+_COMMON = """
+
+def _acc(dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+"""
+
+_SAFE_SOFTMAX = '''
+
+@triton.jit
+def _safe_softmax_kernel(x_ptr, out_ptr, ROWS, R, INNER, ACC: tl.constexpr,
+                         ONE_PASS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Row r = (o, i) holds elements o * R * INNER + i + k * INNER, k < R."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < ROWS
+    base = (rows // INNER) * R * INNER + rows % INNER
+    if ONE_PASS:
+        cols = tl.arange(0, BLOCK_N)
+        m = row_ok[:, None] & (cols[None, :] < R)
+        offs = base[:, None] + cols[None, :].to(tl.int64) * INNER
+        a = tl.load(x_ptr + offs, mask=m, other=float("-inf")).to(ACC)
+        mx = tl.max(a, axis=1)
+        safe = tl.where(mx == float("-inf"), 0.0, mx)
+        e = tl.exp(a - safe[:, None])
+        dead = mx == float("-inf")
+        s = tl.where(dead, 1.0, tl.sum(e, axis=1))  # dead rows: no 0/0
+        y = tl.where(dead[:, None], 0.0, e / s[:, None])
+        tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
+    else:
+        mx = tl.full([BLOCK_M], float("-inf"), ACC)
+        s = tl.zeros([BLOCK_M], ACC)
+        for c0 in range(0, R, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            m = row_ok[:, None] & (cols[None, :] < R)
+            a = tl.load(x_ptr + base[:, None] + cols[None, :].to(tl.int64) * INNER, mask=m,
+                        other=float("-inf")).to(ACC)
+            new_mx = tl.maximum(mx, tl.max(a, axis=1))
+            safe = tl.where(new_mx == float("-inf"), 0.0, new_mx)
+            s = s * tl.exp(mx - safe) + tl.sum(tl.exp(a - safe[:, None]), axis=1)
+            mx = new_mx
+        dead = mx == float("-inf")
+        safe = tl.where(dead, 0.0, mx)
+        s = tl.where(dead, 1.0, s)
+        for c0 in range(0, R, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            m = row_ok[:, None] & (cols[None, :] < R)
+            offs = base[:, None] + cols[None, :].to(tl.int64) * INNER
+            a = tl.load(x_ptr + offs, mask=m, other=float("-inf")).to(ACC)
+            y = tl.where(dead[:, None], 0.0, tl.exp(a - safe[:, None]) / s[:, None])
+            tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def _safe_softmax(self, dim, dtype=None):
+    if not self.is_floating_point():
+        raise RuntimeError(f"_safe_softmax: expected a floating point tensor, got {self.dtype}")
+    dim = _wrap_dim(dim, self.dim())
+    out_dtype = dtype if dtype is not None else self.dtype
+    x = self.contiguous()
+    out = torch.empty(self.shape, dtype=out_dtype, device=self.device)
+    if out.numel() == 0:
+        return out
+    shape = list(x.shape) if x.dim() else [1]
+    red = shape[dim]
+    inner = _prod(shape[dim + 1:])
+    rows = _prod(shape) // red
+    acc = tl.float64 if torch.float64 in (self.dtype, out_dtype) else tl.float32
+    cap = _tile_cap()
+    one_pass = _pow2(red) <= (256 if _CONSERVATIVE else (4096 if _INTERPRET else 8192))
+    block_n = max(2, _pow2(red)) if one_pass else min(cap, 1024)
+    block_m = max(1, min(_pow2(rows), cap // block_n))
+    if inner > 1:
+        block_m = max(1, min(block_m, 64))
+    warps = 4 if block_m * block_n <= 1024 else (8 if block_m * block_n <= 4096 else 16)
+    _safe_softmax_kernel[(_cdiv(rows, block_m),)](
+        x, out, rows, red, inner, ACC=acc, ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n,
+        num_warps=warps)
+    return out
+'''
+
+_GROUP_NORM = '''
+
+@triton.jit
+def _group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D, n_f, eps,
+                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    """One (sample, group): its D = CPG * HW elements are contiguous from pid * D."""
+    pid = tl.program_id(0).to(tl.int64)
+    base = pid * D
+    shift = tl.load(x_ptr + base).to(ACC)
+    s1 = tl.zeros([BLOCK], ACC)
+    s2 = tl.zeros([BLOCK], ACC)
+    for k0 in range(0, D, BLOCK):
+        k = k0 + tl.arange(0, BLOCK)
+        m = k < D
+        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+        v = tl.where(m, v - shift, 0.0)
+        s1 += v
+        s2 += v * v
+    t1 = tl.sum(s1, axis=0)
+    t2 = tl.sum(s2, axis=0)
+    mean_s = t1 / n_f
+    var = (t2 - t1 * mean_s) / n_f
+    var = tl.maximum(var, 0.0)
+    mean = shift + mean_s
+    rstd = 1.0 / tl.sqrt(var + eps)
+    tl.store(mean_ptr + pid, mean.to(mean_ptr.dtype.element_ty))
+    tl.store(rstd_ptr + pid, rstd.to(rstd_ptr.dtype.element_ty))
+    c_base = (pid % G) * CPG
+    for k0 in range(0, D, BLOCK):
+        k = k0 + tl.arange(0, BLOCK)
+        m = k < D
+        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+        y = (v - mean) * rstd
+        if HAS_W or HAS_B:
+            c = c_base + k // HW
+            if HAS_W:
+                y = y * tl.load(w_ptr + c, mask=m, other=1).to(ACC)
+            if HAS_B:
+                y = y + tl.load(b_ptr + c, mask=m, other=0).to(ACC)
+        tl.store(out_ptr + base + k, y.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    if group <= 0 or C % group != 0:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of shape {list(input.shape)} and num_groups={group}")
+    if input.numel() != N * C * HxW:
+        raise RuntimeError("Expected the input to hold N * C * HxW elements")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != C:
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in input, but got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}")
+    x = input.contiguous()
+    out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    mean = torch.empty((N, group), dtype=input.dtype, device=input.device)
+    rstd = torch.empty((N, group), dtype=input.dtype, device=input.device)
+    D = (C // group) * HxW
+    if N * group == 0 or D == 0:
+        return out, mean, rstd
+    w = weight.contiguous() if weight is not None else x
+    b = bias.contiguous() if bias is not None else x
+    cap = _tile_cap() if _INTERPRET else (1024 if _CONSERVATIVE else 2048)
+    block = max(32, min(_pow2(D), cap))
+    _group_norm_kernel[(N * group,)](
+        x, w, b, out, mean, rstd, group, C // group, HxW, D, float(D), float(eps),
+        HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(input.dtype), BLOCK=block,
+        num_warps=4 if block <= 1024 else 8)
+    return out, mean, rstd
+'''
+
+_WEIGHT_NORM = '''
+
+@triton.jit
+def _sumsq_cols_kernel(v_ptr, ss_ptr, A, D, CHUNK, NDB, BLOCK_A: tl.constexpr,
+                       BLOCK_D: tl.constexpr):
+    """B == 1: ss[d] += sum over a chunk of rows of v[a, d]^2 (tiles along d, in memory order)."""
+    pid = tl.program_id(0)
+    d = (pid % NDB).to(tl.int64) * BLOCK_D + tl.arange(0, BLOCK_D)
+    a_start = (pid // NDB).to(tl.int64) * CHUNK
+    d_ok = d < D
+    acc = tl.zeros([BLOCK_A, BLOCK_D], tl.float32)
+    for a0 in range(a_start, tl.minimum(a_start + CHUNK, A), BLOCK_A):
+        a = a0 + tl.arange(0, BLOCK_A)
+        m = (a[:, None] < tl.minimum(a_start + CHUNK, A)) & d_ok[None, :]
+        v = tl.load(v_ptr + a[:, None] * D + d[None, :], mask=m, other=0).to(tl.float32)
+        acc += v * v
+    tl.atomic_add(ss_ptr + d, tl.sum(acc, axis=0), mask=d_ok)
+
+
+@triton.jit
+def _sumsq_rows_kernel(v_ptr, ss_ptr, D, B, AB, CHUNK, BLOCK: tl.constexpr):
+    """B > 1: ss[d] += sum over a chunk of the (a, b) positions of v[a, d, b]^2."""
+    d = tl.program_id(0).to(tl.int64)
+    start = tl.program_id(1).to(tl.int64) * CHUNK
+    end = tl.minimum(start + CHUNK, AB)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for r0 in range(start, end, BLOCK):
+        r = r0 + tl.arange(0, BLOCK)
+        m = r < end
+        v = tl.load(v_ptr + (r // B) * D * B + d * B + r % B, mask=m, other=0).to(tl.float32)
+        acc += v * v
+    tl.atomic_add(ss_ptr + d, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def _weight_norm_scale_kernel(v_ptr, g_ptr, ss_ptr, w_ptr, norm_ptr, n, D, B, sg,
+                              BLOCK: tl.constexpr):
+    """w = v * g[d] / sqrt(ss[d]); the first D lanes also write norm[d] = sqrt(ss[d])."""
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < n
+    d = (p // B) % D
+    nrm = tl.sqrt(tl.load(ss_ptr + d, mask=ok, other=1))
+    g = tl.load(g_ptr + d * sg, mask=ok, other=0).to(tl.float32)
+    v = tl.load(v_ptr + p, mask=ok, other=0).to(tl.float32)
+    tl.store(w_ptr + p, (v * (g / nrm)).to(w_ptr.dtype.element_ty), mask=ok)
+    first = p < D
+    tl.store(norm_ptr + p, tl.sqrt(tl.load(ss_ptr + p, mask=first, other=0)).to(norm_ptr.dtype.element_ty), mask=first)
+
+
+def _weight_norm_interface(v, g, dim=0):
+    if v.dim() == 0:
+        raise RuntimeError("_weight_norm_interface: expected a tensor with at least 1 dim")
+    dim = _wrap_dim(dim, v.dim())
+    if dim not in (0, v.dim() - 1):
+        raise RuntimeError("fused kernels can only be applied for first or last dim")
+    x = v.contiguous()
+    D = x.shape[dim]
+    A = _prod(x.shape[:dim])
+    B = _prod(x.shape[dim + 1:])
+    if g.numel() != D:
+        raise RuntimeError("_weight_norm_interface: g must hold one value per slice of v along dim")
+    norm_dtype = torch.float32 if v.dtype in (torch.float16, torch.bfloat16) else v.dtype
+    w = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    norm_shape = [D if i == dim else 1 for i in range(v.dim())]
+    norm = torch.empty(norm_shape, dtype=norm_dtype, device=v.device)
+    if w.numel() == 0:
+        return w, norm
+    ss = torch.zeros((D,), dtype=torch.float32, device=v.device)
+    cap = _tile_cap()
+    if B == 1:
+        block_d = max(2, min(_pow2(D), 128))
+        block_a = max(1, min(_pow2(A), cap // block_d))
+        chunk = max(block_a, 16 * block_a if _INTERPRET else 4 * block_a)
+        ndb = _cdiv(D, block_d)
+        _sumsq_cols_kernel[(_cdiv(A, chunk) * ndb,)](x, ss, A, D, chunk, ndb,
+                                                    BLOCK_A=block_a, BLOCK_D=block_d)
+    else:
+        block = max(32, min(_pow2(A * B), cap if _INTERPRET else 1024))
+        chunk = 16 * block
+        _sumsq_rows_kernel[(D, _cdiv(A * B, chunk))](x, ss, D, B, A * B, chunk, BLOCK=block)
+    n = w.numel()
+    block, warps = _block1(n)
+    sg = g.stride(dim) if g.dim() == v.dim() else 1
+    _weight_norm_scale_kernel[(_cdiv(n, block),)](x, g, ss, w, norm, n, D, B, sg,
+                                                 BLOCK=block, num_warps=warps)
+    return w, norm
+'''
+
+_ENTRY = '''
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_SPECS: dict[str, tuple[str, str, str]] = {
+    "_safe_softmax.default": (
+        "softmax along a dim where fully masked (-inf) rows give 0",
+        _SAFE_SOFTMAX,
+        "def _op(self, dim, dtype=None):\n    return _safe_softmax(self, dim, dtype)",
+    ),
+    "native_group_norm.default": (
+        "group normalisation with per-channel affine (out, mean, rstd)",
+        _GROUP_NORM,
+        "def _op(input, weight, bias, N, C, HxW, group, eps):\n"
+        "    return _native_group_norm(input, weight, bias, N, C, HxW, group, eps)",
+    ),
+    "_weight_norm_interface.default": (
+        "weight normalisation w = v * g / ||v|| over all dims but `dim` (w, norm)",
+        _WEIGHT_NORM,
+        "def _op(v, g, dim=0):\n    return _weight_norm_interface(v, g, dim)",
+    ),
+}
+
+_PLAN = (
+    "Plan: row kernels over contiguous data with fp32 arithmetic (fp64 for fp64); group norm "
+    "fuses statistics and normalisation in one program per (sample, group); weight norm sums "
+    "squares with atomic adds into an fp32 buffer, then scales v elementwise."
+)
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None:
+        return None
+    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
+        return None
+    summary, section, body = spec
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        _COMMON,
+        section,
+        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

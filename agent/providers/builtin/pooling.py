@@ -1,0 +1,572 @@
+"""Pooling family of the builtin provider: max_pool2d_with_indices (+ backward), avg_pool2d
+(+ backward), _adaptive_avg_pool2d and upsample_bilinear2d (default and .vec).
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. non-float inputs).
+Same request -> same text.
+
+How the generated kernels work. Inputs are [N, C, H, W] (or [C, H, W]) read through their
+strides (channels-last needs no copy); each program handles a block of output elements:
+- forward pools loop over the window with compile-time bounds (kernel sizes are constexpr),
+  comparing/summing in fp32 (fp64 for fp64). max_pool follows eager exactly: strict `>` (the first
+  maximum wins ties), NaN wins, indices are flat positions h * W + w in the input plane;
+  avg_pool applies ceil_mode, count_include_pad and divisor_override as eager's CUDA kernel does;
+- backward pools are gathers, not scatters: each input element visits the few output windows
+  that can contain it (at most ceil(kernel extent / stride) per dim) and sums their gradients in
+  fp32 in a fixed order, so no atomics and no zero fill are needed;
+- _adaptive_avg_pool2d uses ATen's window bounds floor(o*H/OH) .. ceil((o+1)*H/OH);
+- upsample_bilinear2d computes source positions as ATen's area_pixel_compute_source_index does
+  (align_corners or half-pixel with clamping at 0; explicit scales used when given); a
+  channels-last input gives a channels-last output, each program walking output memory order.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+import torch
+
+from agent.providers.builtin import codegen
+from agent.providers.builtin.movement import PRELUDE
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: big blocks; 1: small blocks
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INDEX = (torch.int64,)
+
+_COMMON = '''
+
+def _pair(value, name, default=None):
+    value = list(value) if isinstance(value, (list, tuple)) else [value]
+    if len(value) == 0 and default is not None:
+        return list(default)
+    if len(value) == 1:
+        return [int(value[0])] * 2
+    if len(value) != 2:
+        raise RuntimeError(f"{_OP}: {name} must either be a single int, or a tuple of two ints")
+    return [int(v) for v in value]
+
+
+def _pool_out(size, k, s, p, d, ceil_mode):
+    """ATen's pooling_output_shape."""
+    num = size + 2 * p - d * (k - 1) - 1 + ((s - 1) if ceil_mode else 0)
+    out = num // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _planes(x):
+    """(N, C, H, W, sn, sc, sh, sw) of a 3-D or 4-D input (a 3-D input is one image)."""
+    if x.dim() == 4:
+        return (*x.shape, *x.stride())
+    if x.dim() == 3:
+        return (1, *x.shape, 0, *x.stride())
+    raise RuntimeError(f"{_OP}: expected 3D or 4D input, got {x.dim()}D")
+
+
+def _out_like(x, oh, ow, dtype=None):
+    shape = list(x.shape[:-2]) + [oh, ow]
+    return torch.empty(shape, dtype=dtype or x.dtype, device=x.device)
+
+
+def _acc(dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _strides4(t):
+    return (0, *t.stride()) if t.dim() == 3 else tuple(t.stride())
+'''
+
+_MAX_POOL = '''
+
+@triton.jit
+def _first_valid(start, D):
+    """The first tap start + k*D that is >= 0 (eager's initial argmax position)."""
+    return tl.where(start < 0, start + ((D - 1 - start) // D) * D, start)
+
+
+@triton.jit
+def _max_pool_kernel(x_ptr, out_ptr, idx_ptr, total, C, H, W, OH, OW, sn, sc, sh, sw,
+                     SH, SW, PH, PW, DH, DW, KH: tl.constexpr, KW: tl.constexpr,
+                     ACC: tl.constexpr, BLOCK: tl.constexpr):
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < total
+    ow = p % OW
+    r = p // OW
+    oh = r % OH
+    r = r // OH
+    c = r % C
+    n = r // C
+    base = n * sn + c * sc
+    h0 = oh * SH - PH
+    w0 = ow * SW - PW
+    best = tl.full([BLOCK], float("-inf"), ACC)
+    bidx = _first_valid(h0, DH) * W + _first_valid(w0, DW)
+    for kh in tl.static_range(KH):
+        h = h0 + kh * DH
+        h_ok = ok & (h >= 0) & (h < H)
+        for kw in tl.static_range(KW):
+            w = w0 + kw * DW
+            m = h_ok & (w >= 0) & (w < W)
+            v = tl.load(x_ptr + base + h * sh + w * sw, mask=m, other=float("-inf")).to(ACC)
+            take = m & ((v > best) | (v != v))
+            best = tl.where(take, v, best)
+            bidx = tl.where(take, h * W + w, bidx)
+    tl.store(out_ptr + p, best.to(out_ptr.dtype.element_ty), mask=ok)
+    tl.store(idx_ptr + p, bidx.to(tl.int64), mask=ok)
+
+
+@triton.jit
+def _max_pool_bwd_kernel(go_ptr, idx_ptr, out_ptr, total, C, H, W, OH, OW,
+                         gn, gc, gh, gw, jn, jc, jh, jw, SH, SW, PH, PW, EH, EW,
+                         MAXH: tl.constexpr, MAXW: tl.constexpr, ACC: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    """grad_input[h, w] = sum of grad_output over the windows whose argmax is (h, w)."""
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < total
+    w = p % W
+    r = p // W
+    h = r % H
+    r = r // H
+    c = r % C
+    n = r // C
+    ph0 = tl.where(h + PH < EH, 0, (h + PH - EH) // SH + 1)
+    ph1 = tl.minimum((h + PH) // SH + 1, OH)
+    pw0 = tl.where(w + PW < EW, 0, (w + PW - EW) // SW + 1)
+    pw1 = tl.minimum((w + PW) // SW + 1, OW)
+    target = h * W + w
+    gbase = n * gn + c * gc
+    jbase = n * jn + c * jc
+    acc = tl.zeros([BLOCK], ACC)
+    for i in tl.static_range(MAXH):
+        ph = ph0 + i
+        for j in tl.static_range(MAXW):
+            pw = pw0 + j
+            m = ok & (ph < ph1) & (pw < pw1)
+            ind = tl.load(idx_ptr + jbase + ph * jh + pw * jw, mask=m, other=-1)
+            hit = m & (ind == target)
+            acc += tl.load(go_ptr + gbase + ph * gh + pw * gw, mask=hit, other=0).to(ACC)
+    tl.store(out_ptr + p, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def _max_pool_params(kernel_size, stride, padding, dilation):
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(stride, "stride", default=(kh, kw))
+    ph, pw = _pair(padding, "padding")
+    dh, dw = _pair(dilation, "dilation")
+    if ph > kh // 2 or pw > kw // 2:
+        raise RuntimeError("pad should be at most half of effective kernel size")
+    return kh, kw, sh, sw, ph, pw, dh, dw
+
+
+def _max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    kh, kw, sh, sw, ph, pw, dh, dw = _max_pool_params(kernel_size, stride, padding, dilation)
+    N, C, H, W, sn, sc, s_h, s_w = _planes(self)
+    oh = _pool_out(H, kh, sh, ph, dh, ceil_mode)
+    ow = _pool_out(W, kw, sw, pw, dw, ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise RuntimeError(f"Given input size: ({C}x{H}x{W}). Calculated output size: ({C}x{oh}x{ow}). Output size is too small")
+    out = _out_like(self, oh, ow)
+    idx = _out_like(self, oh, ow, torch.int64)
+    total = out.numel()
+    if total == 0:
+        return out, idx
+    block, warps = _block1(total)
+    _max_pool_kernel[(_cdiv(total, block),)](
+        self, out, idx, total, C, H, W, oh, ow, sn, sc, s_h, s_w, sh, sw, ph, pw, dh, dw,
+        KH=kh, KW=kw, ACC=_acc(self.dtype), BLOCK=block, num_warps=warps)
+    return out, idx
+
+
+def _max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+                                      ceil_mode, indices):
+    kh, kw, sh, sw, ph, pw, dh, dw = _max_pool_params(kernel_size, stride, padding, dilation)
+    N, C, H, W, _, _, _, _ = _planes(self)
+    oh, ow = grad_output.shape[-2], grad_output.shape[-1]
+    out = torch.empty(self.shape, dtype=grad_output.dtype, device=self.device)
+    total = out.numel()
+    if total == 0:
+        return out
+    eh = (kh - 1) * dh + 1
+    ew = (kw - 1) * dw + 1
+    block, warps = _block1(total)
+    _max_pool_bwd_kernel[(_cdiv(total, block),)](
+        grad_output, indices, out, total, C, H, W, oh, ow,
+        *_strides4(grad_output), *_strides4(indices), sh, sw, ph, pw, eh, ew,
+        MAXH=_cdiv(eh, sh), MAXW=_cdiv(ew, sw), ACC=_acc(grad_output.dtype),
+        BLOCK=block, num_warps=warps)
+    return out
+'''
+
+_AVG_POOL = '''
+
+@triton.jit
+def _avg_window(o, S, P, K, size):
+    """(start, clipped start, clipped end, padded window length) of output o along one dim."""
+    start = o * S - P
+    end = tl.minimum(start + K, size + P)
+    length = end - start
+    return start, tl.maximum(start, 0), tl.minimum(end, size), length
+
+
+@triton.jit
+def _avg_pool_kernel(x_ptr, out_ptr, total, C, H, W, OH, OW, sn, sc, sh, sw,
+                     SH, SW, PH, PW, divisor, KH: tl.constexpr, KW: tl.constexpr,
+                     COUNT_PAD: tl.constexpr, HAS_DIV: tl.constexpr, ACC: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < total
+    ow = p % OW
+    r = p // OW
+    oh = r % OH
+    r = r // OH
+    c = r % C
+    n = r // C
+    base = n * sn + c * sc
+    h0, hs, he, lh = _avg_window(oh, SH, PH, KH, H)
+    w0, ws, we, lw = _avg_window(ow, SW, PW, KW, W)
+    acc = tl.zeros([BLOCK], ACC)
+    for kh in tl.static_range(KH):
+        h = h0 + kh
+        h_ok = ok & (h >= 0) & (h < H)
+        for kw in tl.static_range(KW):
+            w = w0 + kw
+            m = h_ok & (w >= 0) & (w < W)
+            acc += tl.load(x_ptr + base + h * sh + w * sw, mask=m, other=0).to(ACC)
+    if HAS_DIV:
+        div = tl.zeros([BLOCK], ACC) + divisor
+    elif COUNT_PAD:
+        div = (lh * lw).to(ACC)
+    else:
+        div = ((he - hs) * (we - ws)).to(ACC)
+    empty = (hs >= he) | (ws >= we)
+    res = tl.where(empty, 0.0, acc / tl.where(empty, 1.0, div))
+    tl.store(out_ptr + p, res.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _avg_pool_bwd_kernel(go_ptr, out_ptr, total, C, H, W, OH, OW, gn, gc, gh, gw,
+                         SH, SW, PH, PW, divisor, KH: tl.constexpr, KW: tl.constexpr,
+                         MAXH: tl.constexpr, MAXW: tl.constexpr, COUNT_PAD: tl.constexpr,
+                         HAS_DIV: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    """grad_input[h, w] = sum over windows containing (h, w) of grad_output / divisor."""
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < total
+    w = p % W
+    r = p // W
+    h = r % H
+    r = r // H
+    c = r % C
+    n = r // C
+    hp = h + PH
+    wp = w + PW
+    ph0 = tl.where(hp < KH, 0, (hp - KH) // SH + 1)
+    ph1 = tl.minimum(hp // SH + 1, OH)
+    pw0 = tl.where(wp < KW, 0, (wp - KW) // SW + 1)
+    pw1 = tl.minimum(wp // SW + 1, OW)
+    gbase = n * gn + c * gc
+    acc = tl.zeros([BLOCK], ACC)
+    for i in tl.static_range(MAXH):
+        ph = ph0 + i
+        _, hs, he, lh = _avg_window(ph, SH, PH, KH, H)
+        for j in tl.static_range(MAXW):
+            pw = pw0 + j
+            _, ws, we, lw = _avg_window(pw, SW, PW, KW, W)
+            m = ok & (ph < ph1) & (pw < pw1) & (hs < he) & (ws < we)
+            if HAS_DIV:
+                div = tl.zeros([BLOCK], ACC) + divisor
+            elif COUNT_PAD:
+                div = (lh * lw).to(ACC)
+            else:
+                div = ((he - hs) * (we - ws)).to(ACC)
+            g = tl.load(go_ptr + gbase + ph * gh + pw * gw, mask=m, other=0).to(ACC)
+            acc += tl.where(m, g / tl.where(m, div, 1.0), 0.0)
+    tl.store(out_ptr + p, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def _avg_pool_params(kernel_size, stride, padding, divisor_override):
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(stride, "stride", default=(kh, kw))
+    ph, pw = _pair(padding, "padding")
+    if ph > kh // 2 or pw > kw // 2:
+        raise RuntimeError("pad should be at most half of effective kernel size")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    return kh, kw, sh, sw, ph, pw
+
+
+def _avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    kh, kw, sh, sw, ph, pw = _avg_pool_params(kernel_size, stride, padding, divisor_override)
+    N, C, H, W, sn, sc, s_h, s_w = _planes(self)
+    oh = _pool_out(H, kh, sh, ph, 1, ceil_mode)
+    ow = _pool_out(W, kw, sw, pw, 1, ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise RuntimeError(f"Given input size: ({C}x{H}x{W}). Calculated output size: ({C}x{oh}x{ow}). Output size is too small")
+    out = _out_like(self, oh, ow)
+    total = out.numel()
+    if total == 0:
+        return out
+    block, warps = _block1(total)
+    _avg_pool_kernel[(_cdiv(total, block),)](
+        self, out, total, C, H, W, oh, ow, sn, sc, s_h, s_w, sh, sw, ph, pw,
+        float(divisor_override or 1), KH=kh, KW=kw, COUNT_PAD=bool(count_include_pad),
+        HAS_DIV=divisor_override is not None, ACC=_acc(self.dtype), BLOCK=block, num_warps=warps)
+    return out
+
+
+def _avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                         count_include_pad, divisor_override):
+    kh, kw, sh, sw, ph, pw = _avg_pool_params(kernel_size, stride, padding, divisor_override)
+    N, C, H, W, _, _, _, _ = _planes(self)
+    oh, ow = grad_output.shape[-2], grad_output.shape[-1]
+    out = torch.empty(self.shape, dtype=grad_output.dtype, device=self.device)
+    total = out.numel()
+    if total == 0:
+        return out
+    block, warps = _block1(total)
+    _avg_pool_bwd_kernel[(_cdiv(total, block),)](
+        grad_output, out, total, C, H, W, oh, ow, *_strides4(grad_output), sh, sw, ph, pw,
+        float(divisor_override or 1), KH=kh, KW=kw, MAXH=_cdiv(kh, sh), MAXW=_cdiv(kw, sw),
+        COUNT_PAD=bool(count_include_pad), HAS_DIV=divisor_override is not None,
+        ACC=_acc(grad_output.dtype), BLOCK=block, num_warps=warps)
+    return out
+'''
+
+_ADAPTIVE = """
+
+@triton.jit
+def _adaptive_kernel(x_ptr, out_ptr, total, C, H, W, OH, OW, sn, sc, sh, sw,
+                     MAXH: tl.constexpr, MAXW: tl.constexpr, ACC: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < total
+    ow = p % OW
+    r = p // OW
+    oh = r % OH
+    r = r // OH
+    c = r % C
+    n = r // C
+    hs = (oh * H) // OH
+    he = ((oh + 1) * H + OH - 1) // OH
+    ws = (ow * W) // OW
+    we = ((ow + 1) * W + OW - 1) // OW
+    base = n * sn + c * sc
+    acc = tl.zeros([BLOCK], ACC)
+    for i in range(0, MAXH):
+        h = hs + i
+        for j in range(0, MAXW):
+            w = ws + j
+            m = ok & (h < he) & (w < we)
+            acc += tl.load(x_ptr + base + h * sh + w * sw, mask=m, other=0).to(ACC)
+    res = acc / (he - hs).to(ACC) / (we - ws).to(ACC)
+    tl.store(out_ptr + p, res.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def _max_window(size, out_size):
+    return max(-(-((o + 1) * size) // out_size) - (o * size) // out_size for o in range(out_size))
+
+
+def _adaptive_avg_pool2d(self, output_size):
+    oh, ow = _pair(output_size, "output_size")
+    N, C, H, W, sn, sc, sh, sw = _planes(self)
+    if oh < 0 or ow < 0 or (oh == 0 and H) or (ow == 0 and W):
+        raise RuntimeError("adaptive_avg_pool2d(): output_size must be positive")
+    out = _out_like(self, oh, ow)
+    total = out.numel()
+    if total == 0:
+        return out
+    block, warps = _block1(total)
+    _adaptive_kernel[(_cdiv(total, block),)](
+        self, out, total, C, H, W, oh, ow, sn, sc, sh, sw,
+        MAXH=_max_window(H, oh), MAXW=_max_window(W, ow), ACC=_acc(self.dtype),
+        BLOCK=block, num_warps=warps)
+    return out
+"""
+
+_UPSAMPLE = '''
+
+@triton.jit
+def _src_index(o, scale, size, ALIGN: tl.constexpr, ACC: tl.constexpr):
+    """ATen's area_pixel_compute_source_index: (low index, step to the high one, high weight)."""
+    if ALIGN:
+        src = scale * o.to(ACC)
+    else:
+        src = scale * (o.to(ACC) + 0.5) - 0.5
+        src = tl.maximum(src, 0.0)
+    i0 = src.to(tl.int64)  # src >= 0: truncation is floor
+    step = tl.where(i0 < size - 1, 1, 0)
+    return i0, step, src - i0.to(ACC)
+
+
+@triton.jit
+def _bilinear_kernel(x_ptr, out_ptr, total, C, H, W, OH, OW, sn, sc, sh, sw, rh, rw,
+                     ALIGN: tl.constexpr, CL: tl.constexpr, ACC: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    """One output element per lane, walking the output's memory order (NCHW or NHWC)."""
+    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = p < total
+    if CL:
+        c = p % C
+        r = p // C
+        ow = r % OW
+        r = r // OW
+        oh = r % OH
+        n = r // OH
+    else:
+        ow = p % OW
+        r = p // OW
+        oh = r % OH
+        r = r // OH
+        c = r % C
+        n = r // C
+    h1, hp, lh1 = _src_index(oh, rh, H, ALIGN, ACC)
+    w1, wp, lw1 = _src_index(ow, rw, W, ALIGN, ACC)
+    lh0 = 1.0 - lh1
+    lw0 = 1.0 - lw1
+    base = x_ptr + n * sn + c * sc
+    top = base + h1 * sh
+    bot = top + hp * sh
+    x00 = tl.load(top + w1 * sw, mask=ok, other=0).to(ACC)
+    x01 = tl.load(top + (w1 + wp) * sw, mask=ok, other=0).to(ACC)
+    x10 = tl.load(bot + w1 * sw, mask=ok, other=0).to(ACC)
+    x11 = tl.load(bot + (w1 + wp) * sw, mask=ok, other=0).to(ACC)
+    res = lh0 * (lw0 * x00 + lw1 * x01) + lh1 * (lw0 * x10 + lw1 * x11)
+    tl.store(out_ptr + p, res.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def _area_scale(in_size, out_size, align_corners, scale):
+    """ATen's area_pixel_compute_scale."""
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    if scale is not None and scale > 0:
+        return 1.0 / scale
+    return in_size / out_size
+
+
+def _upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    if self.dim() != 4:
+        raise RuntimeError(f"{_OP}: expected a 4D input, got {self.dim()}D")
+    oh, ow = _pair(output_size, "output_size")
+    N, C, H, W = self.shape
+    if oh <= 0 or ow <= 0 or H <= 0 or W <= 0:
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input (H: {H}, W: {W}) output (H: {oh}, W: {ow})")
+    cl = self.is_contiguous(memory_format=torch.channels_last) and not self.is_contiguous()
+    fmt = torch.channels_last if cl else torch.contiguous_format
+    out = torch.empty((N, C, oh, ow), dtype=self.dtype, device=self.device, memory_format=fmt)
+    total = out.numel()
+    if total == 0:
+        return out
+    rh = _area_scale(H, oh, align_corners, scales_h)
+    rw = _area_scale(W, ow, align_corners, scales_w)
+    block, warps = _block1(total)
+    _bilinear_kernel[(_cdiv(total, block),)](
+        self, out, total, C, H, W, oh, ow, *self.stride(), rh, rw,
+        ALIGN=bool(align_corners), CL=cl, ACC=_acc(self.dtype), BLOCK=block, num_warps=warps)
+    return out
+
+
+def _upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors):
+    if output_size is not None and scale_factors is not None:
+        raise RuntimeError("Must specify exactly one of output_size and scale_factors")
+    if output_size is not None:
+        return _upsample_bilinear2d(input, output_size, align_corners)
+    if scale_factors is None or len(scale_factors) != 2:
+        raise RuntimeError("Must specify exactly one of output_size and scale_factors")
+    sh, sw = float(scale_factors[0]), float(scale_factors[1])
+    size = [int(input.shape[-2] * sh), int(input.shape[-1] * sw)]
+    return _upsample_bilinear2d(input, size, align_corners, sh, sw)
+'''
+
+_ENTRY = '''
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_SPECS: dict[str, tuple[str, str, str]] = {
+    "max_pool2d_with_indices.default": (
+        "2-D max pooling with argmax indices (flat positions in the input plane)",
+        _MAX_POOL,
+        "def _op(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):\n"
+        "    return _max_pool2d_with_indices(self, kernel_size, stride, padding, dilation,\n"
+        "                                    ceil_mode)",
+    ),
+    "max_pool2d_with_indices_backward.default": (
+        "gradient of 2-D max pooling, gathered per input element",
+        _MAX_POOL,
+        "def _op(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):\n"
+        "    return _max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride,\n"
+        "                                             padding, dilation, ceil_mode, indices)",
+    ),
+    "avg_pool2d.default": (
+        "2-D average pooling (ceil_mode, count_include_pad, divisor_override)",
+        _AVG_POOL,
+        "def _op(self, kernel_size, stride=(), padding=0, ceil_mode=False,\n"
+        "        count_include_pad=True, divisor_override=None):\n"
+        "    return _avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,\n"
+        "                       divisor_override)",
+    ),
+    "avg_pool2d_backward.default": (
+        "gradient of 2-D average pooling, gathered per input element",
+        _AVG_POOL,
+        "def _op(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,\n"
+        "        divisor_override):\n"
+        "    return _avg_pool2d_backward(grad_output, self, kernel_size, stride, padding,\n"
+        "                                ceil_mode, count_include_pad, divisor_override)",
+    ),
+    "_adaptive_avg_pool2d.default": (
+        "adaptive 2-D average pooling to an output size",
+        _ADAPTIVE,
+        "def _op(self, output_size):\n    return _adaptive_avg_pool2d(self, output_size)",
+    ),
+    "upsample_bilinear2d.default": (
+        "bilinear 2-D upsampling (align_corners, output size or scales)",
+        _UPSAMPLE,
+        "def _op(self, output_size, align_corners, scales_h=None, scales_w=None):\n"
+        "    return _upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w)",
+    ),
+    "upsample_bilinear2d.vec": (
+        "bilinear 2-D upsampling from an output size or scale factors",
+        _UPSAMPLE,
+        "def _op(input, output_size, align_corners, scale_factors):\n"
+        "    return _upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors)",
+    ),
+}
+
+_PLAN = (
+    "Plan: one output (forward) or input (backward) element per lane, inputs read through their "
+    "strides; windows are compile-time loops, sums and comparisons in fp32; backward passes "
+    "gather the gradients of the few windows covering each input element (no atomics)."
+)
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None:
+        return None
+    if any(dt not in _FLOATS + _INDEX for dt in codegen.case_dtypes(request.cases)):
+        return None
+    summary, section, body = spec
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        _COMMON,
+        section,
+        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

@@ -1,0 +1,394 @@
+"""Scan, predicate and ordering family of the builtin provider: cumsum, all, any, sort, topk, histc.
+
+Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
+kernel file, or None when the request is outside this template, e.g. complex inputs).
+Same request -> same text.
+
+How the generated kernels work:
+- cumsum: the input (made contiguous) is read as [outer, R, inner]; a row kernel (inner == 1) or a
+  column kernel (inner > 1) walks R in tiles with `tl.cumsum` plus a running carry, accumulating in
+  int64 for integers and bools, fp32 for 16/32-bit floats (fp64 for fp64 or a fp64 dtype);
+- all/any: the result starts as the neutral value (a fill of the fresh 0-d output); every program
+  that sees a deciding element stores the other value (all stores are the same value, so the
+  races are benign): one launch, no partials;
+- sort/topk: stable ranking: the rank of element i is the number of elements that come before it
+  (smaller, or equal with a smaller index; larger for descending/largest; NaN sorts as the
+  largest value), computed in tiles of the row; each element is then stored at its rank. This is
+  CUDA's order (its sorts are stable radix sorts); rows longer than 16384 raise;
+- histc: bin = (x - min) * bins / (max - min) (integer arithmetic for integer inputs, as eager's
+  CUDA kernel), elements outside [min, max] ignored, counts added atomically; when min == max the
+  range comes from a min/max pass over the data, as in eager.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import TYPE_CHECKING
+
+import torch
+
+from agent.providers.builtin import codegen
+from agent.providers.builtin.movement import PRELUDE
+
+if TYPE_CHECKING:
+    from agent.providers.builtin.request import KernelRequest, Writer
+
+NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
+
+_COMMON = """
+
+def _acc_tl(dtype):
+    if dtype == torch.float64:
+        return tl.float64
+    if dtype.is_floating_point:
+        return tl.float32
+    return tl.int64
+
+
+def _as_outer_r_inner(x, dim):
+    shape = list(x.shape) if x.dim() else [1]
+    return _prod(shape[:dim]), shape[dim], _prod(shape[dim + 1:])
+"""
+
+_CUMSUM = """
+
+@triton.jit
+def _cumsum_rows(x_ptr, out_ptr, ROWS, R, ACC: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < ROWS
+    carry = tl.zeros([BLOCK_M], ACC)
+    for c0 in range(0, R, BLOCK_N):
+        cols = c0 + tl.arange(0, BLOCK_N)
+        m = row_ok[:, None] & (cols[None, :] < R)
+        offs = rows[:, None] * R + cols[None, :]
+        v = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+        s = tl.cumsum(v, axis=1) + carry[:, None]
+        tl.store(out_ptr + offs, s.to(out_ptr.dtype.element_ty), mask=m)
+        carry += tl.sum(v, axis=1)
+
+
+@triton.jit
+def _cumsum_cols(x_ptr, out_ptr, INNER, R, NIB, ACC: tl.constexpr,
+                 BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    pid = tl.program_id(0)
+    o = (pid // NIB).to(tl.int64)
+    i = (pid % NIB).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
+    i_ok = i < INNER
+    base = o * R * INNER
+    carry = tl.zeros([BLOCK_I], ACC)
+    for r0 in range(0, R, BLOCK_R):
+        r = r0 + tl.arange(0, BLOCK_R)
+        m = (r[:, None] < R) & i_ok[None, :]
+        offs = base + r[:, None] * INNER + i[None, :]
+        v = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+        s = tl.cumsum(v, axis=0) + carry[None, :]
+        tl.store(out_ptr + offs, s.to(out_ptr.dtype.element_ty), mask=m)
+        carry += tl.sum(v, axis=0)
+
+
+def _cumsum(self, dim, dtype=None):
+    dim = _wrap_dim(dim, self.dim())
+    if dtype is None:
+        dtype = self.dtype if self.is_floating_point() else torch.int64
+    x = self.contiguous()
+    out = torch.empty(self.shape, dtype=dtype, device=self.device)
+    if out.numel() == 0:
+        return out
+    outer, red, inner = _as_outer_r_inner(x, dim)
+    acc = tl.float64 if torch.float64 in (dtype, self.dtype) else _acc_tl(dtype)
+    cap = _tile_cap()
+    if inner == 1:
+        block_n = max(2, min(_pow2(red), 1024 if not _CONSERVATIVE else 256))
+        block_m = max(1, min(_pow2(outer), cap // block_n))
+        _cumsum_rows[(_cdiv(outer, block_m),)](x, out, outer, red, ACC=acc,
+                                               BLOCK_M=block_m, BLOCK_N=block_n)
+    else:
+        block_i = max(2, min(_pow2(inner), 64 if not _INTERPRET else 1024))
+        block_r = max(2, min(_pow2(red), cap // block_i))
+        nib = _cdiv(inner, block_i)
+        _cumsum_cols[(outer * nib,)](x, out, inner, red, nib, ACC=acc,
+                                     BLOCK_R=block_r, BLOCK_I=block_i)
+    return out
+"""
+
+_PREDICATE = '''
+
+@triton.jit
+def _decide_kernel(x_ptr, out_ptr, n, IS_ALL: tl.constexpr, BLOCK: tl.constexpr):
+    """all: store False if this block holds a zero; any: store True if it holds a non-zero."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x_ptr + offs, mask=m, other=0)
+    nonzero = (v != 0) & m
+    if IS_ALL:
+        hit = tl.max(((v == 0) & m).to(tl.int32), axis=0) > 0
+        tl.store(out_ptr, hit == 0, mask=hit)
+    else:
+        hit = tl.max(nonzero.to(tl.int32), axis=0) > 0
+        tl.store(out_ptr, hit, mask=hit)
+
+
+def _decide(self, is_all):
+    x = self.contiguous()
+    n = x.numel()
+    fill = torch.ones if is_all else torch.zeros
+    out = fill((), dtype=torch.bool, device=self.device)
+    block, warps = _block1(n)
+    if not _INTERPRET and not _CONSERVATIVE:
+        block, warps = max(block, min(_pow2(n), 4096)), 8
+    _decide_kernel[(max(1, _cdiv(n, block)),)](x, out, n, IS_ALL=is_all, BLOCK=block,
+                                              num_warps=warps)
+    return out
+'''
+
+_RANK = '''
+
+@triton.jit
+def _before(vj, jj, vi, ii, DESC: tl.constexpr, IS_FLOAT: tl.constexpr):
+    """Whether element (vj, jj) comes before (vi, ii) in a stable sort (NaN is the largest)."""
+    if DESC:
+        first = vj > vi
+    else:
+        first = vj < vi
+    same = vj == vi
+    if IS_FLOAT:
+        nan_j = vj != vj
+        nan_i = vi != vi
+        if DESC:
+            first = first | (nan_j & ~nan_i)
+        else:
+            first = first | (nan_i & ~nan_j)
+        same = same | (nan_j & nan_i)
+    return first | (same & (jj < ii))
+
+
+@triton.jit
+def _rank_kernel(x_ptr, val_ptr, idx_ptr, ROWS, R, INNER, K, NIB,
+                 DESC: tl.constexpr, IS_FLOAT: tl.constexpr, ACC: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr):
+    """BLOCK_M rows x BLOCK_I elements per program; element i of a row goes to position
+    rank(i) when rank(i) < K (rank counted against the row in BLOCK_J chunks)."""
+    pid = tl.program_id(0).to(tl.int64)
+    rows = (pid // NIB) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < ROWS
+    o = rows // INNER
+    inner = rows % INNER
+    base = o * R * INNER + inner
+    ii = (pid % NIB) * BLOCK_I + tl.arange(0, BLOCK_I)
+    i_ok = row_ok[:, None] & (ii[None, :] < R)
+    vi = tl.load(x_ptr + base[:, None] + ii[None, :] * INNER, mask=i_ok, other=0).to(ACC)
+    rank = tl.zeros([BLOCK_M, BLOCK_I], tl.int64)
+    for j0 in range(0, R, BLOCK_J):
+        jj = j0 + tl.arange(0, BLOCK_J).to(tl.int64)
+        j_ok = row_ok[:, None] & (jj[None, :] < R)
+        vj = tl.load(x_ptr + base[:, None] + jj[None, :] * INNER, mask=j_ok, other=0).to(ACC)
+        b = _before(vj[:, None, :], jj[None, None, :], vi[:, :, None], ii[None, :, None],
+                    DESC, IS_FLOAT)
+        rank += tl.sum((b & j_ok[:, None, :]).to(tl.int64), axis=2)
+    keep = i_ok & (rank < K)
+    out = (o * K * INNER + inner)[:, None] + rank * INNER
+    tl.store(val_ptr + out, vi.to(val_ptr.dtype.element_ty), mask=keep)
+    tl.store(idx_ptr + out, (ii[None, :] + rank * 0), mask=keep)
+
+
+def _rank_sort(self, dim, k, descending):
+    dim = _wrap_dim(dim, self.dim())
+    x = self.contiguous()
+    outer, red, inner = _as_outer_r_inner(x, dim)
+    if not 0 <= k <= red:
+        raise RuntimeError("selected index k out of range")
+    shape = list(self.shape)
+    if shape:
+        shape[dim] = k
+    values = torch.empty(shape, dtype=self.dtype, device=self.device)
+    indices = torch.empty(shape, dtype=torch.int64, device=self.device)
+    if values.numel() == 0:
+        return values, indices
+    if red > 16384:
+        raise NotImplementedError(f"{_OP}: rows longer than 16384 are not supported by this kernel")
+    rows = outer * inner
+    if _INTERPRET:  # few, large programs
+        cap, block_i, block_j = 16384, 128, 64
+    else:  # 2-4K compares per step, many programs even for one long row
+        cap, block_i, block_j = (2048, 32, 64) if _CONSERVATIVE else (4096, 32, 128)
+    block_i = max(2, min(_pow2(red), block_i))
+    block_j = max(2, min(_pow2(red), block_j))
+    block_m = max(1, min(_pow2(rows), cap // (block_i * block_j)))
+    nib = _cdiv(red, block_i)
+    _rank_kernel[(_cdiv(rows, block_m) * nib,)](
+        x, values, indices, rows, red, inner, k, nib,
+        DESC=bool(descending), IS_FLOAT=self.is_floating_point(), ACC=_acc_tl(self.dtype),
+        BLOCK_M=block_m, BLOCK_I=block_i, BLOCK_J=block_j, num_warps=4)
+    return values, indices
+'''
+
+_HISTC = '''
+
+@triton.jit
+def _range_kernel(x_ptr, rng_ptr, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
+    """rng = [min(x), max(x)] in one program (only when histc's min == max)."""
+    first = tl.load(x_ptr).to(ACC)
+    lo = tl.zeros([BLOCK], ACC) + first
+    hi = tl.zeros([BLOCK], ACC) + first
+    for s in range(0, n, BLOCK):
+        offs = s + tl.arange(0, BLOCK).to(tl.int64)
+        m = offs < n
+        v = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+        lo = tl.where(m, tl.minimum(lo, v), lo)
+        hi = tl.where(m, tl.maximum(hi, v), hi)
+    a = tl.min(lo, axis=0)
+    b = tl.max(hi, axis=0)
+    same = a == b
+    tl.store(rng_ptr, tl.where(same, a - 1, a))
+    tl.store(rng_ptr + 1, tl.where(same, b + 1, b))
+
+
+@triton.jit
+def _histc_kernel(x_ptr, out_ptr, rng_ptr, n, bins, lo, hi, FROM_DATA: tl.constexpr,
+                  INT_MATH: tl.constexpr, HALF: tl.constexpr, ACC: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+    if FROM_DATA:
+        a = tl.load(rng_ptr)
+        b = tl.load(rng_ptr + 1)
+    else:
+        a = lo
+        b = hi
+    inside = m & (v >= a) & (v <= b)
+    if INT_MATH:
+        bin_ = ((v - a) * bins) // (b - a)
+    elif HALF:  # eager computes in the 16-bit type: each step rounds to it
+        t = (v - a).to(x_ptr.dtype.element_ty).to(tl.float32)
+        t = (t * bins).to(x_ptr.dtype.element_ty).to(tl.float32)
+        w = (b - a).to(x_ptr.dtype.element_ty).to(tl.float32)
+        bin_ = (t / w).to(x_ptr.dtype.element_ty).to(tl.float32).to(tl.int64)
+    else:
+        bin_ = ((v - a) * bins / (b - a)).to(tl.int64)
+    bin_ = tl.where(bin_ == bins, bins - 1, bin_).to(tl.int64)
+    ones = tl.full([BLOCK], 1, out_ptr.dtype.element_ty)
+    tl.atomic_add(out_ptr + bin_, ones, mask=inside)
+
+
+def _histc(self, bins, low, high):
+    if bins <= 0:
+        raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dimension 0")
+    x = self.contiguous()
+    n = x.numel()
+    is_float = self.is_floating_point()
+    acc = _acc_tl(self.dtype)
+    counts_dtype = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else self.dtype
+    out = torch.zeros((bins,), dtype=self.dtype, device=self.device)
+    counts = out if counts_dtype == self.dtype else torch.zeros((bins,), dtype=counts_dtype, device=self.device)
+    lo = float(low) if is_float else int(low)
+    hi = float(high) if is_float else int(high)
+    if lo > hi:
+        raise RuntimeError(f"torch.histc(): max must be larger than min, but got min {lo} max {hi}")
+    from_data = lo == hi
+    rng = torch.empty((2,), dtype=torch.float64 if acc == tl.float64 else (torch.float32 if is_float else torch.int64), device=self.device)
+    if from_data and n > 0:
+        _range_kernel[(1,)](x, rng, n, ACC=acc, BLOCK=1024)
+    elif from_data:
+        lo, hi = lo - 1, hi + 1
+        from_data = False
+    block, warps = _block1(n)
+    _histc_kernel[(max(1, _cdiv(n, block)),)](
+        x, counts, rng, n, bins, lo, hi, FROM_DATA=from_data, INT_MATH=not is_float,
+        HALF=self.dtype in (torch.float16, torch.bfloat16), ACC=acc,
+        BLOCK=block, num_warps=warps)
+    if counts is not out:
+        _cast_kernel[(_cdiv(bins, 1024),)](counts, out, bins, BLOCK=1024)
+    return out
+
+
+@triton.jit
+def _cast_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=m).to(dst_ptr.dtype.element_ty), mask=m)
+'''
+
+_ENTRY = '''
+
+$body
+
+
+def $fn(*args, **kwargs):
+    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
+    return _op(*args, **kwargs)
+'''
+
+_SPECS: dict[str, tuple[str, str, str, tuple[torch.dtype, ...]]] = {
+    "cumsum.default": (
+        "cumulative sum along a dim (optional dtype)",
+        _CUMSUM,
+        "def _op(self, dim, *, dtype=None):\n    return _cumsum(self, dim, dtype)",
+        _FLOATS + _INTS,
+    ),
+    "all.default": (
+        "whether every element is non-zero",
+        _PREDICATE,
+        "def _op(self):\n    return _decide(self, True)",
+        _FLOATS + _INTS,
+    ),
+    "any.default": (
+        "whether some element is non-zero",
+        _PREDICATE,
+        "def _op(self):\n    return _decide(self, False)",
+        _FLOATS + _INTS,
+    ),
+    "sort.default": (
+        "stable sort along a dim (values and int64 indices)",
+        _RANK,
+        "def _op(self, dim=-1, descending=False):\n"
+        "    d = _wrap_dim(dim, self.dim())\n"
+        "    return _rank_sort(self, d, self.shape[d] if self.dim() else 1, descending)",
+        _FLOATS + _INTS[:-1],
+    ),
+    "topk.default": (
+        "k largest (or smallest) elements along a dim, sorted",
+        _RANK,
+        "def _op(self, k, dim=-1, largest=True, sorted=True):\n"
+        "    return _rank_sort(self, dim, k, largest)",
+        _FLOATS + _INTS[:-1],
+    ),
+    "histc.default": (
+        "histogram with equal-width bins over [min, max]",
+        _HISTC,
+        "def _op(self, bins=100, min=0, max=0):\n    return _histc(self, bins, min, max)",
+        _FLOATS + (torch.int32, torch.int64),  # atomic adds need 32/64-bit counts
+    ),
+}
+
+_PLAN = (
+    "Plan: scans walk rows in tiles with tl.cumsum and a carry; all/any store the deciding value "
+    "from any program that sees it; sort/topk place each element at its stable rank; histc adds "
+    "counts atomically. Offsets are int64."
+)
+
+
+def _write(request: KernelRequest) -> str | None:
+    spec = _SPECS.get(request.op)
+    if spec is None:
+        return None
+    summary, section, body, dtypes = spec
+    if any(dt not in dtypes for dt in codegen.case_dtypes(request.cases) - {torch.int64}):
+        return None
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+        ),
+        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        _COMMON,
+        section,
+        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}
