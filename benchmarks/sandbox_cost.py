@@ -5,7 +5,7 @@ as the agent does for every round) and reports median and p90 wall time per verd
 server and for a fresh interpreter per candidate. The first call (server start, Triton compile) is
 reported separately.
 
-    python benchmarks/sandbox_cost.py --device auto --num-candidates 20 --out cost.json
+    python benchmarks/sandbox_cost.py --device auto --num-candidates 20 --cases suite --out cost.json
 """
 
 from __future__ import annotations
@@ -50,11 +50,24 @@ CPU_CASES = [
 ]
 
 
-def measure(mode: str, device: str, n: int) -> dict:
+def suite_cases(device: str) -> list:
+    """add.Tensor's cases as the torchbench suite selects them (the most used operator)."""
+    from evaluator.suites import cpu_runnable, select_operators
+
+    cfg = EvalConfig()
+    prefer = (lambda c: cpu_runnable(c, cfg.cpu.max_case_numel)) if device == "cpu" else None
+    sel = select_operators("torchbench", ops=["add.Tensor"], prefer=prefer)
+    return sel.ops[0].cases
+
+
+def measure(mode: str, device: str, n: int, which: str) -> dict:
     cfg = EvalConfig()
     cfg.sandbox.mode = mode  # type: ignore[assignment]
     cfg.sandbox.num_parallel = 1
-    cases = [parse_case(c) for c in (GPU_CASES if device == "cuda" else CPU_CASES)]
+    if which == "suite":
+        cases = suite_cases(device)
+    else:
+        cases = [parse_case(c) for c in (GPU_CASES if device == "cuda" else CPU_CASES)]
     times = []
     with Sandbox(cfg, device) as box:
         t0 = time.perf_counter()
@@ -74,6 +87,7 @@ def measure(mode: str, device: str, n: int) -> dict:
     times.sort()
     return {
         "mode": mode,
+        "cases": which,
         "device": device,
         "num_cases": len(cases),
         "num_candidates": n,
@@ -91,9 +105,17 @@ def main() -> None:
     ap.add_argument("--num-candidates", type=int, default=20)
     ap.add_argument("--modes", default="fork,fresh")
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--cases",
+        choices=["suite", "large"],
+        default="suite",
+        help="suite: add.Tensor's torchbench cases; large: ten large cases (up to 25M elements)",
+    )
     args = ap.parse_args()
     device = resolve_device(args.device)
-    rows = [measure(mode, device, args.num_candidates) for mode in args.modes.split(",")]
+    rows = [
+        measure(mode, device, args.num_candidates, args.cases) for mode in args.modes.split(",")
+    ]
     for row in rows:
         print(json.dumps(row))
     if args.out:
