@@ -31,6 +31,7 @@ import torch
 
 from evaluator import checks
 from evaluator.config import EvalConfig
+from evaluator.gpu_lock import GpuLock
 from evaluator.guards import AtenTrace, HarnessSnapshot, LaunchCounter, SecretWatch
 from evaluator.inputs import materialize
 from evaluator.naming import kernel_function_name, normalize_op
@@ -182,7 +183,9 @@ class Judge:
         )
         self.secrets = SecretWatch()
         self.sync = torch.cuda.synchronize if self.device == "cuda" else (lambda: None)
-        self.timing_lock: Any = None  # evaluator.timing holds the GPU timing lock here
+        self.gpu_lock: GpuLock | None = None
+        if self.device == "cuda" and spec.get("timing_lock"):
+            self.gpu_lock = GpuLock(spec["timing_lock"])
 
     def _launch_owners(self) -> dict[str, type]:
         from triton.runtime.jit import JITFunction
@@ -447,6 +450,8 @@ class Judge:
         for i, text in enumerate(self.spec["cases"]):
             cases[i].count = 0
             cases[i].source = text
+        if self.gpu_lock is not None:
+            self.gpu_lock.share()  # before any CUDA work: a timing sandbox may own the GPU
         prepared = self.prepare(cases)
         self.out.write({"event": "prepared", "n": len(prepared)})
         fn = self.load_kernel()

@@ -62,18 +62,6 @@ def _bytes_moved(op: str, args: Any, out: Any) -> int:
     return total
 
 
-def _gpu_timing_lock(path: str | None) -> Any:
-    """Hold an exclusive lock on `path` while this child times: sandboxes check correctness in
-    parallel, but two timing loops on one GPU would slow each other. Released at process exit."""
-    if not path:
-        return None
-    import fcntl
-
-    fh = open(path, "a")  # noqa: SIM115 - held for the life of the process
-    fcntl.flock(fh, fcntl.LOCK_EX)
-    return fh
-
-
 def _time_pair(
     fn_a: Any, fn_b: Any, flush: torch.Tensor, reps: int, budget_s: float
 ) -> tuple[list[float], list[float]]:
@@ -100,7 +88,8 @@ def time_tests(
     cfg = judge.cfg.timing
     if not cfg.measure:
         return
-    judge.timing_lock = _gpu_timing_lock(judge.spec.get("timing_lock"))  # held until exit
+    if judge.gpu_lock is not None:
+        judge.gpu_lock.exclusive()  # held until the process exits
     flush = torch.empty(cfg.flush_l2_mib * (1 << 20) // 4, dtype=torch.int32, device="cuda")
     # The smallest launch this process can make, timed like the cases: an op whose eager time is
     # within 1.3x of it measures launch paths, not kernels (overhead_dominated).
