@@ -14,7 +14,7 @@ for step in "$@"; do
   start=$(date +%s)
   case $step in
     cost)
-      timeout 150 python3 benchmarks/sandbox_cost.py --device cuda --num-candidates 10 --modes fork,fresh \
+      timeout 100 python3 benchmarks/sandbox_cost.py --device cuda --num-candidates 10 --modes fork \
         --out "$out/sandbox_cost.json" > "$out/cost.log" 2>&1 ;;
     agent10)
       timeout 300 python3 -m agent.run --provider builtin --suite torchbench --num-operators 10 \
@@ -26,11 +26,11 @@ for step in "$@"; do
         --device cuda > "$out/honest.log" 2>&1
       keep_run honest ;;
     builtin_all)
-      timeout 560 python3 -m agent.run --provider builtin --suite torchbench --device cuda \
-        --num-workers 1 --max-rounds 3 --kernels-dir generated_kernels > "$out/builtin_all.log" 2>&1
+      timeout -s INT -k 30 "${BUILTIN_TIMEOUT:-330}" python3 -m agent.run --config configs/builtin_gpu.toml \
+        --suite torchbench --device cuda --kernels-dir generated_kernels > "$out/builtin_all.log" 2>&1
       keep_run builtin_all ;;
     model_check)
-      timeout 400 python3 -m evaluator.model_check --kernels-dir generated_kernels --steps 500 \
+      timeout "${MODEL_CHECK_TIMEOUT:-150}" python3 -m evaluator.model_check --kernels-dir generated_kernels --steps 500 \
         --device cuda > "$out/model_check.log" 2>&1
       keep_run model_check ;;
     gputests)
