@@ -17,7 +17,10 @@ How the generated forward kernel works:
   padding;
 - input, weight, bias and output are addressed through their strides: NCHW and channels_last
   inputs are read in place (the output takes the input's layout, as eager does); 1-D convolution
-  is the 2-D one on a [N, C, 1, L] view;
+  is the 2-D one on a [N, C, 1, L] view. For NCHW the tiles are transposed ([channels, pixels],
+  computing w @ x) so loads and stores run along the contiguous pixel axis. The channel loop
+  reads a channels-innermost copy of a KHxKW weight (a layout copy, the only one the wrapper
+  makes);
 - depthwise-like convolutions (one input channel per group, few outputs per group) use a direct
   kernel over [pixels x channels] tiles: `tl.dot` would be mostly padding there;
 - on an H200 a few tile configs are autotuned per shape; in Triton's CPU interpreter a single
@@ -38,6 +41,7 @@ from evaluator.testcase import TensorSpec
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
 
+FAMILY = "convolution"
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 NUM_VARIANTS = 2  # 0: autotuned tiles on the GPU; 1: one heuristic config per shape, no tuning
 

@@ -20,7 +20,8 @@ the mask is False, as eager returns them):
 - depthwise-like convolutions (one input channel per group, few outputs per group) use direct
   [pixels x channels] kernels for grad_input and grad_weight (tl.dot would be mostly padding);
 - tensors are addressed through their strides (NCHW and channels_last read in place); tiles are
-  chosen per shape (no autotuning in the backward); int64 indices for tensors past 2**31.
+  chosen per shape (no autotuning in the backward, so variants 0 and 1 run the same kernels);
+  int64 indices for tensors past 2**31; in Triton's CPU interpreter tiles are widened to fp32.
 """
 
 from __future__ import annotations
