@@ -372,7 +372,10 @@ class Judge:
         args_text = item.case.serialize()
         result = TestResult(args=args_text, passed=False)
         schedule = list(range(len(item.runs))) + [0]  # seeds A, B, ..., then A again
-        kept: list[tuple[Any, Any]] = []  # (output, bitwise snapshot) of earlier calls, kept alive
+        # Correct outputs of earlier calls and their bitwise snapshots, kept alive: if a later call
+        # changes one, the kernel reuses its result buffer. (A wrong output's memory is garbage
+        # whose changes prove nothing, so only correct ones are watched.)
+        kept: list[tuple[Any, Any]] = []
         first_ok: bool | None = None
         messages: list[str] = []
         for step, k in enumerate(schedule):
@@ -429,7 +432,8 @@ class Judge:
                     messages.append(
                         f"call {step + 1} overwrote the result of an earlier call: the kernel reuses its output buffer"
                     )
-            kept.append((out, checks.snapshot(out)))
+            if cmp.ok:
+                kept.append((out, checks.snapshot(out)))
         result.passed = not messages and not _has_reject_or_error(result.flags)
         if messages:
             result.error_type = (

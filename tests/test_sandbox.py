@@ -152,3 +152,15 @@ def test_inputs_eager_updates_in_place_must_match_eager(sandbox: Sandbox, tmp_pa
     res = sandbox.judge(path, "native_batch_norm.default", BN_CASE)
     assert res.status is Status.FAILED, (res.status, res.flags, res.reason)
     assert Flag.WRONG_VALUES in res.flags
+
+
+def test_reused_output_buffer_is_stale_result(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Exploit: compute correctly, but into one buffer per shape, so each call silently
+    overwrites what the previous call returned. Property: earlier results must survive."""
+    body = RELU.replace(
+        "    y = torch.empty_like(x)\n",
+        "    global _BUF\n    try:\n        y = _BUF\n    except NameError:\n        y = _BUF = torch.empty_like(x)\n    if y.shape != x.shape:\n        y = _BUF = torch.empty_like(x)\n",
+    )
+    res = sandbox.judge(_write(tmp_path, body), "relu.default", CASES[:1])
+    assert res.status is Status.REJECTED, (res.status, res.flags, res.reason)
+    assert Flag.STALE_RESULT in res.flags

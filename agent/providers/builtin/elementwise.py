@@ -24,6 +24,7 @@ allocates, reads shapes/strides and, in fallbacks only, makes layout copies.
 
 from __future__ import annotations
 
+import keyword
 import re
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ import torch
 
 from agent.providers.builtin import codegen
 from agent.providers.builtin.request import KernelRequest, Writer
+from evaluator.naming import normalize_op
 
 MAX_DIMS = 6
 NUM_VARIANTS = 3
@@ -207,6 +209,13 @@ def _helpers_for(body: str) -> list[str]:
 
 _RUNTIME = '''\
 _MAX_DIMS = 6
+_T = torch.Tensor
+_NUMBERS = (float, int, bool)
+_REQUIRED = object()  # marks a parameter without a default that follows one with a default
+_PLANS = {}  # dtype signature of a call -> _dtype_plan(...)
+_BROADCAST = {}  # operand shapes -> broadcast shape
+_GEOMETRY = {}  # (shape, out strides, operand shapes and strides) -> launch plan of `_kernel`
+_empty = torch.empty
 
 _FLOAT_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
 _INT_BITS = {torch.uint8: 8, torch.int8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64}
@@ -272,6 +281,29 @@ def _as_float(dtype):
     return dtype if dtype in _FLOAT_RANK else torch.get_default_dtype()
 
 
+def _operand(v, lead, kind):
+    """(pointer, value, mode) of a non-leading operand on the fast path, or None when it needs
+    the general path. Modes: 0 tensor laid out like `lead`, 1 number by value, 2 0-d tensor."""
+    if type(v) is _T:
+        if v.device != lead.device:
+            return None
+        if v.shape == lead.shape and v.is_contiguous():
+            return v, _scalar(0, kind), 0
+        if v.dim() == 0:
+            return v, _scalar(0, kind), 2
+        return None
+    if type(v) in _NUMBERS:
+        return lead, _scalar(v, kind), 1
+    return None
+
+
+def _kind(v):
+    """What decides a promote parameter's part in the result dtype (the dtype-plan cache key)."""
+    if isinstance(v, torch.Tensor):
+        return v.dtype, v.dim() > 0
+    return type(v)
+
+
 def _scalar(value, cdt):
     """A Python number as a kernel argument of the compute dtype's kind."""
     if value is None:
@@ -292,7 +324,15 @@ def _device(operands):
 
 
 def _broadcast_shape(operands):
-    shapes = [tuple(t.shape) for t in operands if isinstance(t, torch.Tensor)]
+    shapes = tuple(t.shape for t in operands if isinstance(t, torch.Tensor))
+    out = _BROADCAST.get(shapes)
+    if out is None:
+        out = _BROADCAST[shapes] = _broadcast_shapes(shapes)
+    return out
+
+
+def _broadcast_shapes(shapes):
+    shapes = [tuple(s) for s in shapes]
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:
@@ -415,7 +455,24 @@ def _launch(out, operands, raw, scalars, cdt, consts):
     target = out
     plan = None
     if not _CONTIGUOUS_INPUTS:
-        plan = _plan(shape, [_aligned_strides(t, shape) for t in [out] + tensors])
+        # the plan depends only on the geometry: cache it (calls repeat the same shapes)
+        key = (shape, stride, tuple(None if t is None else (t.shape, t.stride()) for t in tensors))
+        cached = _GEOMETRY.get(key)
+        if cached is None:
+            plan = _plan(shape, [_aligned_strides(t, shape) for t in [out] + tensors])
+            if plan is not None:
+                ndim, sizes, strides, linear = plan
+                wide = any(_extent(sizes, st) >= 2**31 for st in strides)
+                flat_strides = [s for st in strides for s in st]
+                cached = _GEOMETRY[key] = (ndim, sizes, flat_strides, linear, wide)
+        if cached is not None:
+            ndim, sizes, flat_strides, linear, wide = cached
+            block, num_warps = _launch_config(n, device)
+            args = [out] + [out if t is None else t for t in tensors] + values + list(scalars)
+            args += [n] + sizes + flat_strides
+            args += [ndim] + linear + scalar_flags + tail + [wide or n + block >= 2**31] + list(consts)
+            _kernel[(triton.cdiv(n, block),)](*args, BLOCK=block, num_warps=num_warps)
+            return out
     if plan is None:
         # fallback: contiguous copies of the inputs (and a contiguous output), one flat loop
         tensors = [
@@ -503,10 +560,15 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     for operand in spec.operands:
         v = operand.var
         fill = "tl.int32" if operand.raw else "CDT"
-        lines.append(f"    if {v.upper()}_SCALAR:")
+        # {V}_SCALAR: 0 (False) = a tensor indexed per element, 1 (True) = a number passed by
+        # value, 2 = a 0-d tensor on the device (every lane reads its one element)
+        lines.append(f"    if {v.upper()}_SCALAR == 1:")
         lines.append(f"        {v} = tl.full([BLOCK], {v}_val, {fill})")
         lines.append("    else:")
-        lines += offset_lines(v, "        ")
+        lines.append(f"        if {v.upper()}_SCALAR == 2:")
+        lines.append(f"            {v}_off = offs * 0")
+        lines.append("        else:")
+        lines += offset_lines(v, "            ")
         lines.append(f"        {v} = tl.load({v}_ptr + {v}_off, mask=mask, other=0)")
         if not operand.raw:
             lines.append(
@@ -534,41 +596,157 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     return f"{decorator}\ndef {name}(\n{signature},\n):\n" + "\n".join(lines) + "\n"
 
 
-def _wrapper_source(op: str, spec: Elementwise, kind: str) -> str:
-    """kind: 'functional' (allocate), 'inplace' (write self) or 'out' (write the out= tensor)."""
-    fn = codegen.function_name(op)
-    operands = ", ".join(f'a["{o.param}"]' for o in spec.operands)
+_A_REF = re.compile(r'a\["(\w+)"\]')
+
+
+def _params(schema) -> list[tuple[str, str | None]]:
+    """(name, default source or None) for each schema parameter, in order. Keyword-only
+    parameters are accepted positionally too (recorded calls are replayed; lenient costs nothing);
+    a parameter without a default after one with a default gets `_REQUIRED`, checked on entry."""
+    out: list[tuple[str, str | None]] = []
+    for arg in schema.arguments:
+        if keyword.iskeyword(arg.name):
+            raise ValueError(f"schema parameter {arg.name!r} is a Python keyword")
+        if arg.has_default_value():
+            out.append((arg.name, codegen.py_literal(arg.default_value)))
+        elif type(arg.type).__name__ == "OptionalType":
+            out.append((arg.name, "None"))
+        else:
+            out.append((arg.name, None))
+    seen_default = False
+    for i, (name, default) in enumerate(out):
+        if default is not None:
+            seen_default = True
+        elif seen_default:
+            out[i] = (name, "_REQUIRED")
+    return out
+
+
+def _plain(expr: str) -> str:
+    """A spec expression over `a["name"]` rewritten over the wrapper's parameter variables."""
+    return _A_REF.sub(lambda m: m.group(1), expr)
+
+
+def _dtype_plan_source(spec: Elementwise) -> str:
+    """`_dtype_plan(a)`: (out_dtype, cdt, is_float, out_bool, operand zero values), computed once
+    per dtype signature (the wrapper caches it in `_PLANS`)."""
     promote = ", ".join(f'a["{p}"]' for p in spec.promote)
+    zeros = ", ".join(
+        f"_scalar(0, {'tl.int32' if o.raw else 'cdt'})" for o in spec.operands
+    )
+    return (
+        "def _dtype_plan(a):\n"
+        '    """Result and compute dtypes for this call\'s dtypes (cached by the wrapper)."""\n'
+        f"    dtype = _result_type({promote})\n"
+        f"    out_dtype = {spec.result}\n"
+        f"    cdt = _compute_dtype({spec.compute})\n"
+        "    is_float = cdt is tl.float32 or cdt is tl.float64\n"
+        f"    return out_dtype, cdt, is_float, out_dtype == torch.bool, ({zeros},)\n"
+    )
+
+
+def _wrapper_source(op: str, spec: Elementwise, kind: str) -> str:
+    """kind: 'functional' (allocate), 'inplace' (write self) or 'out' (write the out= tensor).
+
+    The wrapper binds arguments through its own Python signature, looks the dtype plan up by the
+    operands' dtypes, and takes a fast path (no broadcasting, no layout planning: contiguous
+    tensors of one shape, numbers for the others) before the general path."""
+    schema = codegen.schema_of(op)
+    fn = codegen.function_name(op)
+    params = _params(schema)
+    names = [n for n, _ in params]
+    signature = ", ".join(n if d is None else f"{n}={d}" for n, d in params)
+    promote_set = set(spec.promote)
+    refs = sorted(set(_A_REF.findall(spec.result + spec.compute)) - promote_set)
+    key_items = [f"_kind({p})" for p in spec.promote] + refs
+    key = "(" + ", ".join(key_items) + ("," if len(key_items) == 1 else "") + ")"
+    scalars = [f"_scalar({p}, cdt)" for p, _ in spec.scalars]
+    consts = [_plain(expr) for _, expr in spec.constexprs]
+    vars_ = [o.param for o in spec.operands]
+    lines = [f"def _op({signature}):"]
+    for n, d in params:
+        if d == "_REQUIRED":
+            lines += [
+                f"    if {n} is _REQUIRED:",
+                f'        raise TypeError(f"{{_OP}} missing required argument {n!r}")',
+            ]
+    lines += [
+        f"    key = {key}",
+        "    plan = _PLANS.get(key)",
+        "    if plan is None:",
+        "        plan = _PLANS[key] = _dtype_plan({"
+        + ", ".join(f'"{n}": {n}' for n in names)
+        + "})",
+        "    out_dtype, cdt, is_float, out_bool, zeros = plan",
+    ]
+    types = {a.name: str(a.type) for a in schema.arguments}
+    lead_i = next((i for i, v in enumerate(vars_) if types.get(v) == "Tensor"), None)
+    if lead_i is not None and not (kind == "inplace" and vars_[lead_i] != "self"):
+        lead = vars_[lead_i]
+        conds = [f"type({lead}) is _T", f"{lead}.is_contiguous()"]
+        if kind == "out":
+            conds += ["type(out) is _T", "out.is_contiguous()", f"out.shape == {lead}.shape"]
+        lines.append("    # fast path: contiguous tensors of one shape, 0-d tensors and numbers")
+        lines.append("    if " + " and ".join(conds) + ":")
+        others = [i for i in range(len(vars_)) if i != lead_i]
+        prev = None
+        for i in others:
+            k = "tl.int32" if spec.operands[i].raw else "cdt"
+            call = f"_operand({vars_[i]}, {lead}, {k})"
+            if prev is None:
+                lines.append(f"        o{i} = {call}")
+            else:
+                lines.append(f"        o{i} = {call} if {prev} is not None else None")
+            prev = f"o{i}"
+        pad = "        "
+        if prev is not None:
+            lines.append(f"        if {prev} is not None:")
+            pad = "            "
+        if kind == "functional":
+            lines.append(f"{pad}out = _empty({lead}.shape, dtype=out_dtype, device={lead}.device)")
+        elif kind == "inplace":
+            lines.append(f"{pad}out = self")
+        lines.append(f"{pad}n = {lead}.numel()")
+        lines.append(f"{pad}if n:")
+        lines.append(f"{pad}    block, warps = _launch_config(n, {lead}.device)")
+        ptrs = [lead if i == lead_i else f"o{i}[0]" for i in range(len(vars_))]
+        vals = [f"zeros[{i}]" if i == lead_i else f"o{i}[1]" for i in range(len(vars_))]
+        flags = ["0" if i == lead_i else f"o{i}[2]" for i in range(len(vars_))]
+        args = ["out", *ptrs, *vals, *scalars, "n", *flags, "cdt", "is_float", "out_bool"]
+        args += ["n + block >= 2147483648", *consts]
+        lines.append(f"{pad}    _kernel_flat[(-(-n // block),)](")
+        lines.append(f"{pad}        " + ", ".join(args) + ",")
+        lines.append(f"{pad}        BLOCK=block, num_warps=warps)")
+        lines.append(f"{pad}return out")
+    operands = ", ".join(vars_)
     raw = ", ".join(str(o.raw) for o in spec.operands)
-    scalars = ", ".join(f'_scalar(a["{p}"], cdt)' for p, _ in spec.scalars)
-    consts = ", ".join(expr for _, expr in spec.constexprs)
-    lines = [
-        f"def {fn}(*args, **kwargs):",
-        "    a = _bind(args, kwargs)",
+    lines += [
+        "    # general path: broadcasting, strides, 0-d and CPU scalar tensors",
         f"    operands = ({operands},)",
-        f"    dtype = _result_type({promote})",
-        f"    out_dtype = {spec.result}",
-        f"    cdt = _compute_dtype({spec.compute})",
         "    shape = _broadcast_shape(operands)",
     ]
     if kind == "inplace":
         lines += [
-            '    out = a["self"]',
+            "    out = self",
             "    if tuple(out.shape) != shape:",
             '        raise RuntimeError(f"{_OP}: result shape {shape} differs from self {tuple(out.shape)}")',
         ]
     elif kind == "out":
         lines += [
-            '    out = a["out"]',
             "    if tuple(out.shape) != shape:",
             "        out.resize_(shape)",
         ]
     else:
         lines.append("    out = _new_output(operands, shape, out_dtype, _device(operands))")
+    scalars_t = ", ".join(scalars) + ("," if scalars else "")
+    consts_t = ", ".join(consts) + ("," if consts else "")
     lines += [
-        f"    scalars = ({scalars}{',' if scalars else ''})",
-        f"    consts = ({consts}{',' if consts else ''})",
-        f"    return _launch(out, operands, ({raw},), scalars, cdt, consts)",
+        f"    return _launch(out, operands, ({raw},), ({scalars_t}), cdt, ({consts_t}))",
+        "",
+        "",
+        f"def {fn}(*args, **kwargs):",
+        f'    """aten::{normalize_op(op)} with its exact schema; `_op`\'s signature binds the arguments."""',
+        "    return _op(*args, **kwargs)",
     ]
     return "\n".join(lines) + "\n"
 
@@ -610,9 +788,9 @@ def render(op: str, spec: Elementwise, variant: int) -> str:
     )
     return codegen.render_file(
         header,
-        codegen.binder_source(schema),
         codegen.DTYPE_SOURCE,
         runtime_source(variant),
+        _dtype_plan_source(spec),
         codegen.launch_config_source(variant),
         spec.helpers_src,
         *_helpers_for(spec.body),
