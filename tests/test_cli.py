@@ -219,3 +219,34 @@ def test_logs_shows_an_operators_rounds_with_prompt_response_and_verdict(tmp_pat
 def test_logs_unknown_run_exits_2_with_one_line(tmp_path, capsys):
     assert logs(["nope", "--log-dir", str(tmp_path)])[0] == 2
     assert_one_line_error(capsys.readouterr().err, "not found")
+
+
+CORPUS = ROOT / "tests" / "fixtures" / "kernels" / "corpus"
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--suite", "nosuch"], "unknown suite"),
+        (["--suite", "smoke", "--ops", "addd"], "addd"),
+        (["--trace-file", "MALFORMED"], "no valid operators"),
+        (["--trace-file", "MISSING"], "does not exist"),
+    ],
+)
+def test_bad_suite_op_or_trace_exits_2_with_one_line(tmp_path, capsys, extra, needle):
+    bad = tmp_path / "bad_trace.txt"
+    bad.write_text("Operator: aten.add.Tensor\ncnt: x, ((T([2], f32),), {})\n")
+    extra = [
+        str(bad) if a == "MALFORMED" else str(tmp_path / "none.txt") if a == "MISSING" else a
+        for a in extra
+    ]
+    args = [
+        "--evaluate-only",
+        "--kernels-dir",
+        str(CORPUS),
+        "--log-dir",
+        str(tmp_path / "logs"),
+        *extra,
+    ]
+    assert run_cli(args)[0] == 2
+    assert_one_line_error(capsys.readouterr().err, needle)
