@@ -66,6 +66,21 @@ def serve() -> None:
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         import triton.runtime.interpreter  # noqa: F401
+    else:
+        # What a child's first launch would otherwise import; importing creates no CUDA context.
+        import importlib
+
+        for name in (
+            "triton.compiler.compiler",
+            "triton.backends.nvidia.compiler",
+            "triton.backends.nvidia.driver",
+            "triton.runtime.build",
+            "triton.runtime.autotuner",
+        ):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - best effort: a missing backend only costs time
+                pass
 
     children: dict[int, str] = {}
     buf = b""

@@ -160,23 +160,45 @@ def _ln_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, eps,
     tl.store(rstd_ptr + rows, rstd.to(rstd_ptr.dtype.element_ty), mask=row_ok)
 
 
+_RUNS = {}  # (geometry, arguments) -> run(...): the launch, planned once
+
+
 def _layer_norm(input, normalized_shape, weight, bias, eps):
+    key = (input.shape, input.stride(), input.dtype, input.device, tuple(normalized_shape),
+           weight is None or weight.is_contiguous(), bias is None or bias.is_contiguous(),
+           weight is None, bias is None)
+    run = _RUNS.get(key)
+    if run is None:
+        run = _RUNS[key] = _layer_norm_plan(input, normalized_shape, weight, bias)
+    return run(input, weight, bias, eps)
+
+
+def _layer_norm_plan(input, normalized_shape, weight, bias):
     lead, k, M, N = _split_shape(input, normalized_shape)
-    x = input.contiguous()
-    w = weight.contiguous() if weight is not None else x
-    b = bias.contiguous() if bias is not None else x
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     stat_shape = lead + [1] * k
-    mean = torch.empty(stat_shape, dtype=_stat_dtype(x), device=x.device)
-    rstd = torch.empty(stat_shape, dtype=_stat_dtype(x), device=x.device)
-    if M == 0 or N == 0:
+    stat_dtype = _stat_dtype(input)
+    dtype, device, shape = input.dtype, input.device, input.shape
+    contiguous = input.is_contiguous()
+    has_w, has_b = weight is not None, bias is not None
+    empty = M == 0 or N == 0
+    one_pass, block_m, block_n = _ln_blocks(max(M, 1), max(N, 1), _target_programs(input))
+    launch = _ln_fwd[(_cdiv(M, block_m),)]
+    consts = dict(HAS_W=has_w, HAS_B=has_b, ACC=_acc(dtype), ONE_PASS=one_pass,
+                  BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))
+
+    def run(input, weight, bias, eps):
+        x = input if contiguous else input.contiguous()
+        y = torch.empty(shape, dtype=dtype, device=device)
+        mean = torch.empty(stat_shape, dtype=stat_dtype, device=device)
+        rstd = torch.empty(stat_shape, dtype=stat_dtype, device=device)
+        if empty:
+            return y, mean, rstd
+        w = weight.contiguous() if has_w else x
+        b = bias.contiguous() if has_b else x
+        launch(x, w, b, y, mean, rstd, M, N, float(eps), **consts)
         return y, mean, rstd
-    one_pass, block_m, block_n = _ln_blocks(M, N, _target_programs(x))
-    _ln_fwd[(_cdiv(M, block_m),)](
-        x, w, b, y, mean, rstd, M, N, float(eps),
-        HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(x.dtype),
-        ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))
-    return y, mean, rstd
+
+    return run
 """
 
 _LN_BWD = '''

@@ -106,9 +106,10 @@ def _prod(values):
 
 
 def _as_outer_r_inner(x, dims, logical_order):
-    """(tensor, outer, R, inner): the tensor's memory read as a row-major [outer, R, inner].
+    """(perm, outer, R, inner): the tensor's memory read as a row-major [outer, R, inner].
 
-    A view when the layout allows it; otherwise a permuted contiguous copy (reduced dims last).
+    perm None: the input itself when the layout allows it; otherwise the caller reads
+    `x.permute(perm).contiguous()` (a copy, reduced dims last).
     `logical_order` (flat indices over several dims) accepts only the input's own order.
     """
     shape = list(x.shape)
@@ -133,10 +134,9 @@ def _as_outer_r_inner(x, dims, logical_order):
         outer = _prod(shape[d] for d in seq[:first])
         red = _prod(shape[d] for d in seq[first:last])
         inner = _prod(shape[d] for d in seq[last:])
-        return x, outer, red, inner
+        return None, outer, red, inner
     kept = [d for d in range(x.dim()) if d not in dims]
-    xc = x.permute(kept + list(dims)).contiguous()
-    return xc, _prod(shape[d] for d in kept), _prod(shape[d] for d in dims), 1
+    return kept + list(dims), _prod(shape[d] for d in kept), _prod(shape[d] for d in dims), 1
 
 
 def _row_blocks(rows, red, acc_bytes, target):
@@ -302,49 +302,75 @@ def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, INNER, NSPLIT,
     _moments_finish(t1, t2, shift, rows, ok, out_ptr, out2_ptr, n_f, denom, KIND)
 
 
+_RUNS = {}  # (geometry, arguments) -> run(x): the launches, planned once
+
+
 def _moments(x, dims, keepdim, out_dtype, kind, correction=1):
     """Reduce `x` over `dims`; returns out (and the mean when kind >= 4)."""
+    key = (x.shape, x.stride(), x.dtype, x.device, tuple(dims), keepdim, out_dtype, kind, correction)
+    run = _RUNS.get(key)
+    if run is None:
+        run = _RUNS[key] = _moments_plan(x, dims, keepdim, out_dtype, kind, correction)
+    return run(x)
+
+
+def _moments_plan(x, dims, keepdim, out_dtype, kind, correction):
+    """Everything about the launches that depends only on the geometry, as a `run(x)`."""
     acc = _acc_dtype(x.dtype, out_dtype)
     shape = _out_shape(list(x.shape), dims, keepdim)
-    out = torch.empty(shape, dtype=out_dtype, device=x.device)
-    out2 = torch.empty(shape, dtype=out_dtype, device=x.device) if kind >= 4 else out
-    if out.numel() == 0:
-        return (out, out2) if kind >= 4 else out
-    xv, outer, red, inner = _as_outer_r_inner(x, dims, logical_order=False)
+    device = x.device
+    numel = _prod(shape)
+    two = kind >= 4
+    if numel == 0:
+        def empty_run(x):
+            out = torch.empty(shape, dtype=out_dtype, device=device)
+            return (out, torch.empty(shape, dtype=out_dtype, device=device)) if two else out
+
+        return empty_run
+    perm, outer, red, inner = _as_outer_r_inner(x, dims, logical_order=False)
     n_f = float(red)
     denom = float(max(red - correction, 0))
     acc_tl = _tl_dtype(acc)
     size = acc.itemsize
     target = _target_programs(x)
     shifted = kind >= 2 and red > 0  # var/std: sums shifted by the first element of each row
+    launches = []
     if inner == 1:
         block_m, block_n = _row_blocks(outer, red, size, target)
         tiles = _cdiv(outer, block_m)
         nsplit, chunk = _split(tiles, red, block_n, target)
-        part = torch.empty((outer * nsplit * 2 if nsplit > 1 else 1,), dtype=acc, device=x.device)
-        _moments_rows[(tiles, nsplit)](
-            xv, out, out2, part, outer, red, chunk, nsplit, n_f, denom,
-            KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=_warps(block_m * block_n))
+        n_part = outer * nsplit * 2 if nsplit > 1 else 1
+        launches.append((_moments_rows[(tiles, nsplit)], (outer, red, chunk, nsplit, n_f, denom),
+                         dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1,
+                              BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))))
         rows_total = outer
     else:
         block_r, block_i = _col_blocks(inner, red, size)
         nib = _cdiv(inner, block_i)
         tiles = outer * nib
         nsplit, chunk = _split(tiles, red, block_r, target)
-        part = torch.empty((outer * inner * nsplit * 2 if nsplit > 1 else 1,), dtype=acc, device=x.device)
-        _moments_cols[(tiles, nsplit)](
-            xv, out, out2, part, inner, red, chunk, nsplit, nib, n_f, denom,
-            KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1, BLOCK_R=block_r, BLOCK_I=block_i,
-            num_warps=_warps(block_r * block_i))
+        n_part = outer * inner * nsplit * 2 if nsplit > 1 else 1
+        launches.append((_moments_cols[(tiles, nsplit)], (inner, red, chunk, nsplit, nib, n_f, denom),
+                         dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1,
+                              BLOCK_R=block_r, BLOCK_I=block_i, num_warps=_warps(block_r * block_i))))
         rows_total = outer * inner
     if nsplit > 1:
         block_s = max(2, _pow2(nsplit))
         block_m = max(1, min(_pow2(rows_total), 4096 // block_s))
-        _moments_combine[(_cdiv(rows_total, block_m),)](
-            xv, out, out2, part, rows_total, red, inner, nsplit, n_f, denom,
-            KIND=kind, SHIFTED=shifted, ACC=acc_tl, BLOCK_M=block_m, BLOCK_S=block_s)
-    return (out, out2) if kind >= 4 else out
+        launches.append((_moments_combine[(_cdiv(rows_total, block_m),)],
+                         (rows_total, red, inner, nsplit, n_f, denom),
+                         dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, BLOCK_M=block_m, BLOCK_S=block_s)))
+
+    def run(x):
+        out = torch.empty(shape, dtype=out_dtype, device=device)
+        out2 = torch.empty(shape, dtype=out_dtype, device=device) if two else out
+        xv = x if perm is None else x.permute(perm).contiguous()
+        part = torch.empty((n_part,), dtype=acc, device=device) if n_part > 1 else out
+        for launch, ints, consts in launches:
+            launch(xv, out, out2, part, *ints, **consts)
+        return (out, out2) if two else out
+
+    return run
 '''
 
 # ------------------------------------------------ amax / amin / max / min / argmax / argmin
@@ -483,7 +509,8 @@ def _extremes(x, dims, keepdim, is_max, want_val, want_idx, logical_order=False)
         init = float("-inf") if is_max else float("inf")
     else:
         init = -(2**63) if is_max else 2**63 - 1
-    xv, outer, red, inner = _as_outer_r_inner(x, dims, logical_order)
+    perm, outer, red, inner = _as_outer_r_inner(x, dims, logical_order)
+    xv = x if perm is None else x.permute(perm).contiguous()
     out_arg = out if want_val else idx
     idx_arg = idx if want_idx else out_arg
     size = acc.itemsize + 8
