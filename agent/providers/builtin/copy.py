@@ -130,10 +130,23 @@ def _blocks_1d(n):
     return (2048, 8) if n >= (1 << 22) else (1024, 4)
 
 
+_COPY_PLANS = {}  # (shapes, strides, dtypes) -> (kernel launcher, int args, constexprs)
+
+
 def _strided_copy(dst, src):
     """dst[...] = src[...] (src already expanded to dst's shape), converting the dtype."""
-    if dst.numel() == 0:
-        return dst
+    key = (dst.shape, dst.stride(), src.stride(), src.dtype, dst.dtype)
+    plan = _COPY_PLANS.get(key)
+    if plan is None:
+        if dst.numel() == 0:
+            return dst
+        plan = _COPY_PLANS[key] = _copy_plan(dst, src)
+    launch, ints, consts = plan
+    launch(src, dst, *ints, **consts)
+    return dst
+
+
+def _copy_plan(dst, src):
     if dst.dtype not in _TL or src.dtype not in _TL:
         raise TypeError(f"{_OP}: dtype {src.dtype} -> {dst.dtype} is not supported by this kernel")
     dst_tl = _TL[dst.dtype]
@@ -142,9 +155,8 @@ def _strided_copy(dst, src):
     if not dims or (len(dims) == 1 and dims[0][1] == 1 and dims[0][2] == 1):
         n = dst.numel()
         block, warps = _blocks_1d(n)
-        _copy_flat[(_cdiv(n, block),)](src, dst, n, DST=dst_tl, WIDEN=widen, BLOCK=block,
-                                        num_warps=warps)
-        return dst
+        return (_copy_flat[(_cdiv(n, block),)], (n,),
+                dict(DST=dst_tl, WIDEN=widen, BLOCK=block, num_warps=warps))
     # X: the destination's fastest dim; Y: the source's fastest other dim (a transpose tile)
     order = list(range(len(dims)))
     x = min(order, key=lambda d: (dims[d][2], -d))
@@ -168,13 +180,12 @@ def _strided_copy(dst, src):
     n_outer = 1
     for d in outer:
         n_outer *= size(d)
-    _copy_tiled[(nbx * nby * n_outer,)](
-        src, dst, dx, dy, *[size(d) for d in outer],
-        s_src(x), s_src(y), *[s_src(d) for d in outer],
-        s_dst(x), s_dst(y), *[s_dst(d) for d in outer], nbx, nby,
-        DST=dst_tl, WIDEN=widen, BLOCK_Y=block_y, BLOCK_X=block_x,
-        num_warps=4 if block_x * block_y <= 2048 else 8)
-    return dst
+    ints = (dx, dy, *[size(d) for d in outer],
+            s_src(x), s_src(y), *[s_src(d) for d in outer],
+            s_dst(x), s_dst(y), *[s_dst(d) for d in outer], nbx, nby)
+    return (_copy_tiled[(nbx * nby * n_outer,)], ints,
+            dict(DST=dst_tl, WIDEN=widen, BLOCK_Y=block_y, BLOCK_X=block_x,
+                 num_warps=4 if block_x * block_y <= 2048 else 8))
 '''
 
 _FILL_SOURCE = '''@triton.jit

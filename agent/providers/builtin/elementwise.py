@@ -5,9 +5,13 @@ operands (broadcast together; a Python number in their place is accepted too), w
 scalars, which decide the result dtype (as `torch.result_type`), and a few lines of Triton that
 compute `out` from the loaded values. `render` turns a spec into a standalone kernel file:
 
-- the wrapper binds the call to the schema, promotes dtypes, allocates the output (laid out like
-  the first dense input of the output's shape) or uses `self` (in-place) / `out` (out=), and
-  launches one kernel over every output element;
+- the wrapper's own Python signature binds the call (the schema's names and defaults); the
+  result/compute dtypes are computed once per dtype signature (`_PLANS`), so a call does no
+  promotion logic. Host time is part of every measured call, so the hot path is short: contiguous
+  tensors of one shape, 0-d device tensors (read in-kernel) and numbers go straight to
+  `_kernel_flat`; everything else (broadcasting, strides) takes the general path below, whose
+  launch plan is cached per geometry (`_GEOMETRY`). The output is laid out like the first dense
+  input of the output's shape, or is `self` (in-place) / `out` (out=);
 - when every tensor operand is laid out exactly like a dense output (the common case) it launches
   `_kernel_flat`: index = offset, few arguments, vectorisable loads. Otherwise `_kernel`: the launch
   plan drops size-1 dims, walks the output's memory order and merges dims that every operand steps
@@ -631,9 +635,7 @@ def _dtype_plan_source(spec: Elementwise) -> str:
     """`_dtype_plan(a)`: (out_dtype, cdt, is_float, out_bool, operand zero values), computed once
     per dtype signature (the wrapper caches it in `_PLANS`)."""
     promote = ", ".join(f'a["{p}"]' for p in spec.promote)
-    zeros = ", ".join(
-        f"_scalar(0, {'tl.int32' if o.raw else 'cdt'})" for o in spec.operands
-    )
+    zeros = ", ".join(f"_scalar(0, {'tl.int32' if o.raw else 'cdt'})" for o in spec.operands)
     return (
         "def _dtype_plan(a):\n"
         '    """Result and compute dtypes for this call\'s dtypes (cached by the wrapper)."""\n'
