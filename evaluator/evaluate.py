@@ -145,9 +145,20 @@ def evaluate(
     }
     box = shared_sandbox(config, dev)
 
+    cancel = threading.Event()
+    log_path = Path(run_dir) / "evaluation.jsonl" if write and run_dir is not None else None
+
     def one(op: str, cases: list[TestCase]) -> OperatorResult:
         path = kernel_path(kdir, op)
-        if not path.exists():
+        if cancel.is_set():
+            res = OperatorResult(
+                op=op,
+                folder=op_to_folder(op),
+                status=Status.SKIPPED,
+                kernel_file=str(path) if path.exists() else None,
+                reason="not evaluated: the evaluation was interrupted first",
+            )
+        elif not path.exists():
             res = OperatorResult(
                 op=op, folder=op_to_folder(op), status=Status.MISSING, reason=f"no kernel at {path}"
             )
@@ -161,17 +172,31 @@ def evaluate(
                 reason="no test cases",
             )
         else:
-            res = box.judge(path, op, cases, measure_performance=measure_performance)
-        if progress is not None:
+            res = box.judge(path, op, cases, measure_performance=measure_performance, cancel=cancel)
+            if cancel.is_set() and res.reason.startswith("cancelled"):
+                res.status = Status.SKIPPED
+                res.reason = "not evaluated: the evaluation was interrupted first"
+        if log_path is not None:  # each verdict is on disk as soon as it exists
+            _append_line(log_path, res.to_json())
+        if progress is not None and not cancel.is_set():
             progress(res)
         return res
 
+    interrupted = False
     with ThreadPoolExecutor(max_workers=config.sandbox.num_parallel) as pool:
         futures = [pool.submit(one, oc.op, oc.cases) for oc in selection.ops]
-        results = [f.result() for f in futures]
+        try:
+            results = [f.result() for f in futures]
+        except KeyboardInterrupt:
+            # Kill the sandboxes in flight, account for every operator, write what we have.
+            interrupted = True
+            cancel.set()
+            results = [f.result() for f in futures]
     run_info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     run_info["suite_summary"] = selection.summary()
     notes = [selection.summary(), *selection.errors]
+    if interrupted:
+        notes.insert(0, "INTERRUPTED: operators marked 'not evaluated' were not judged.")
     if dev == "cpu":
         notes.append("CPU run: kernels ran in Triton's interpreter; performance is not measured.")
     report = Report(
@@ -184,8 +209,17 @@ def evaluate(
         run_dir=run_dir,
     )
     if write and run_dir is not None:
-        write_json(Path(run_dir) / "run.json", run_info) if not (
-            Path(run_dir) / "run.json"
-        ).exists() else None
+        if not (Path(run_dir) / "run.json").exists():
+            write_json(Path(run_dir) / "run.json", run_info)
         write_reports(Path(run_dir), report)
+    if interrupted:
+        raise KeyboardInterrupt
     return report
+
+
+def _append_line(path: Path, data: dict) -> None:
+    import json
+
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(data) + "\n")
+        fh.flush()

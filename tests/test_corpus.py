@@ -62,3 +62,32 @@ def test_reports_are_written(report) -> None:
     assert data["schema_version"] == 1
     assert data["scores"]["performance_score"] is None  # CPU: not measured, never a number
     assert 0 < data["scores"]["correctness_score"] < 1
+
+
+def test_interrupted_evaluation_kills_sandboxes_and_writes_partial_reports(tmp_path) -> None:
+    """Ctrl-C during an evaluation: the hung kernel's sandbox is killed at once, finished verdicts
+    are kept (evaluation.jsonl and the reports), and every operator is still accounted for."""
+    import _thread
+    import threading
+    import time
+
+    cfg = EvalConfig()
+    cfg.sandbox.test_timeout_s = 60
+    threading.Timer(4.0, _thread.interrupt_main).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(
+            CORPUS,
+            trace_file=FIXTURES / "corpus_trace.txt",
+            ops=["sin.default", "relu.default"],
+            config=cfg,
+            device="cpu",
+            run_dir=tmp_path,
+        )
+    assert time.monotonic() - start < 30
+    data = json.loads((tmp_path / "full_results.json").read_text())
+    status = {o["op"]: o["status"] for o in data["operators"]}
+    assert status == {"sin.default": "skipped", "relu.default": "passed"}
+    assert "INTERRUPTED" in (tmp_path / "OVERALL_SUMMARY.md").read_text()
+    lines = (tmp_path / "evaluation.jsonl").read_text().splitlines()
+    assert len(lines) == 2
