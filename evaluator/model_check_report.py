@@ -114,7 +114,8 @@ def render_markdown(result: dict[str, Any]) -> str:
             if result["kernel_errors"]
             else ""
         )
-        + f". Final loss {_fmt(fl['backend'])} with the backend vs {_fmt(fl['eager'])} in eager,"
+        + f". Final loss (mean of the last {fl.get('window_steps', 1)} steps)"
+        f" {_fmt(fl['backend'])} with the backend vs {_fmt(fl['eager'])} in eager,"
         f" {_fmt(fl['rel_diff'], '.3%')} apart (tolerance {result['tolerance']:.0%}).",
         "",
         f"- kernels: `{be['kernels_dir']}`, {len(be['enabled'])} enabled on {be['device']}"

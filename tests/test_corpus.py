@@ -67,13 +67,18 @@ def test_reports_are_written(report) -> None:
 def test_interrupted_evaluation_kills_sandboxes_and_writes_partial_reports(tmp_path) -> None:
     """Ctrl-C during an evaluation: the hung kernel's sandbox is killed at once, finished verdicts
     are kept (evaluation.jsonl and the reports), and every operator is still accounted for."""
-    import _thread
+    import os
+    import signal
     import threading
     import time
 
     cfg = EvalConfig()
-    cfg.sandbox.test_timeout_s = 60
-    threading.Timer(4.0, _thread.interrupt_main).start()
+    cfg.sandbox.test_timeout_s = 120
+
+    def interrupt_once_relu_is_judged(result) -> None:  # Ctrl-C while sin still hangs
+        if result.op == "relu.default":
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         evaluate(
@@ -83,8 +88,9 @@ def test_interrupted_evaluation_kills_sandboxes_and_writes_partial_reports(tmp_p
             config=cfg,
             device="cpu",
             run_dir=tmp_path,
+            progress=interrupt_once_relu_is_judged,
         )
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 100
     data = json.loads((tmp_path / "full_results.json").read_text())
     status = {o["op"]: o["status"] for o in data["operators"]}
     assert status == {"sin.default": "skipped", "relu.default": "passed"}
