@@ -147,6 +147,8 @@ def evaluate(
 
     cancel = threading.Event()
     log_path = Path(run_dir) / "evaluation.jsonl" if write and run_dir is not None else None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
 
     def one(op: str, cases: list[TestCase]) -> OperatorResult:
         path = kernel_path(kdir, op)
