@@ -1,9 +1,11 @@
-"""Which torchbench operators the builtin provider can write, by family (issue 4).
+"""Which torchbench operators the builtin provider writes, and which of them passed (issue 4).
 
-    python benchmarks/builtin_coverage.py [--results RUN_DIR/full_results.json ...] > table.md
+    python benchmarks/builtin_coverage.py [--run LABEL=RUN_DIR ...] > table.md
 
-With evaluation results (CPU and/or GPU runs of `agent.run --provider builtin`), each operator's
-status and speedup per run are added as columns.
+Each `--run` is an agent run folder of `python -m agent.run --provider builtin --suite torchbench`;
+its per-operator decisions (ops/*/decision.json) become a column: `passed` (a kernel passed every
+test on that device), `untestable` (no case could run there: too large for the CPU rule, or no
+eager kernel on that device), `failed` (every round's kernel failed a test) or `no writer`.
 """
 
 from __future__ import annotations
@@ -16,34 +18,47 @@ from agent.providers.builtin.registry import FAMILY_OF, WRITERS
 from evaluator.suites import select_operators
 
 
+def decisions(run_dir: Path) -> dict[str, str]:
+    out = {}
+    for path in run_dir.glob("ops/*/decision.json"):
+        d = json.loads(path.read_text())
+        reason = d.get("reason", "")
+        if d.get("status") == "kept":
+            out[d["op"]] = "passed"
+        elif "untestable" in reason:
+            out[d["op"]] = "untestable"
+        elif "no code block" in reason:
+            out[d["op"]] = "no writer"
+        else:
+            out[d["op"]] = "failed"
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", nargs="*", type=Path, default=[], help="full_results.json files")
+    ap.add_argument("--run", action="append", default=[], help="LABEL=RUN_DIR")
     args = ap.parse_args()
-    runs = []
-    for path in args.results:
-        data = json.loads(path.read_text())
-        runs.append((data.get("device", path.parent.name), {o["op"]: o for o in data["operators"]}))
+    runs = [
+        (label, decisions(Path(path))) for label, _, path in (r.partition("=") for r in args.run)
+    ]
     sel = select_operators("torchbench")
-    head = "| operator | models | family |" + "".join(
-        f" {dev} status | {dev} speedup |" for dev, _ in runs
-    )
-    print(head)
-    print("|" + " --- |" * (3 + 2 * len(runs)))
-    covered = 0
+    print("| operator | models | family |" + "".join(f" {label} |" for label, _ in runs))
+    print("|" + " --- |" * (3 + len(runs)))
     for oc in sel.ops:
-        family = FAMILY_OF.get(oc.op, "") if oc.op in WRITERS else "not covered"
-        covered += oc.op in WRITERS
-        row = f"| {oc.op} | {oc.models} | {family} |"
-        for _, ops in runs:
-            o = ops.get(oc.op, {})
-            sp = o.get("geomean_speedup")
-            row += f" {o.get('status', '—')} | {f'{sp:.2f}×' if isinstance(sp, float) else '—'} |"
-        print(row)
+        family = FAMILY_OF.get(oc.op, "") if oc.op in WRITERS else "**not covered**"
+        print(
+            f"| {oc.op} | {oc.models} | {family} |"
+            + "".join(f" {d.get(oc.op, '—')} |" for _, d in runs)
+        )
+    covered = sum(oc.op in WRITERS for oc in sel.ops)
     print(f"\n{covered} of {len(sel.ops)} torchbench operators have a builtin writer.")
-    for dev, ops in runs:
-        passed = sum(1 for oc in sel.ops if ops.get(oc.op, {}).get("status") == "passed")
-        print(f"{dev}: {passed} of {len(sel.ops)} pass every test ({passed / len(sel.ops):.0%}).")
+    for label, d in runs:
+        passed = sum(1 for oc in sel.ops if d.get(oc.op) == "passed")
+        untestable = sum(1 for oc in sel.ops if d.get(oc.op) == "untestable")
+        print(
+            f"{label}: {passed} of {len(sel.ops)} operators passed every test ({passed / len(sel.ops):.0%});"
+            f" {untestable} untestable there."
+        )
 
 
 if __name__ == "__main__":
