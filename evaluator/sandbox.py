@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,6 +82,7 @@ class JobState:
     done: bool = False
     begun_at: float | None = None  # the child exists (forked or spawned)
     done_at: float | None = None
+    test_s: list[float] = field(default_factory=list)  # seconds per finished test
 
     def phases(self) -> dict[str, float]:
         """Seconds per phase as seen by the parent: spawn, prepare (inputs + eager
@@ -93,6 +95,10 @@ class JobState:
                 break
             out[name] = round(mark - last, 4)
             last = mark
+        if self.test_s:
+            # The first test pays one-time costs (CUDA context, first Triton launches).
+            out["first_test"] = round(self.test_s[0], 4)
+            out["later_tests_median"] = round(statistics.median(self.test_s[1:] or [0.0]), 4)
         return out
 
     def read(self, path: Path) -> None:
@@ -108,7 +114,7 @@ class JobState:
         if not complete and not data.endswith(b"\n"):
             return
         self.offset += len(complete) + 1
-        now = time.monotonic()
+        read_at = time.monotonic()
         for line in complete.split(b"\n"):
             if not line.strip():
                 continue
@@ -118,6 +124,8 @@ class JobState:
                 continue
             self.events.append(event)
             kind = event.get("event")
+            stamp = event.get("t")
+            now = stamp if isinstance(stamp, float) and stamp <= read_at else read_at
             if kind == "prepared":
                 self.prepared_at = now
             elif kind in ("loaded", "load_error"):
@@ -126,6 +134,8 @@ class JobState:
                 self.current_test = event["index"]
                 self.test_started_at = now
             elif kind == "test_result":
+                if self.test_started_at is not None and self.current_test is not None:
+                    self.test_s.append(now - self.test_started_at)
                 self.current_test = None
                 self.test_started_at = now
             elif kind == "done":

@@ -58,7 +58,7 @@ def _child(spec: str, job_dir: str) -> None:
 
 
 def serve() -> None:
-    import torch  # noqa: F401  - pre-import: this is what the children inherit
+    import torch  # pre-import: this is what the children inherit
     import triton  # noqa: F401
 
     import evaluator.harness  # noqa: F401
@@ -81,6 +81,15 @@ def serve() -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - best effort: a missing backend only costs time
                 pass
+
+    # Warm what every child would otherwise load on its first guarded call: entering a
+    # TorchDispatchMode imports torch._dynamo lazily (~1.2-1.5 s per child on 2 cores). CPU
+    # tensors only: the server must never create a CUDA context.
+    from evaluator.guards import AtenTrace, LaunchCounter
+
+    with AtenTrace(LaunchCounter()):
+        torch.empty(1).add_(1)
+    assert not torch.cuda.is_initialized()
 
     children: dict[int, str] = {}
     buf = b""
