@@ -180,6 +180,8 @@ def _compute_reason(func: Any, args: tuple, kwargs: dict) -> str:
     base = func.__name__.split(".")[0]
     if base not in ALLOWED_BASES:
         return "compute"
+    if base in ("_to_copy", "copy_") and _moves_between_devices(base, args, kwargs):
+        return "device transfer"  # data sent to the host is data computed outside Triton
     if base in _DTYPE_SENSITIVE:
         src = args[1] if base == "copy_" and len(args) > 1 else (args[0] if args else None)
         dst_dtype = None
@@ -190,6 +192,47 @@ def _compute_reason(func: Any, args: tuple, kwargs: dict) -> str:
         if isinstance(src, torch.Tensor) and dst_dtype is not None and dst_dtype != src.dtype:
             return "cast"
     return ""
+
+
+def _moves_between_devices(base: str, args: tuple, kwargs: dict) -> bool:
+    if base == "copy_":
+        dst, src = (args + (None, None))[:2]
+        return (
+            isinstance(dst, torch.Tensor)
+            and isinstance(src, torch.Tensor)
+            and dst.device != src.device
+        )
+    src, device = (args[0] if args else None), kwargs.get("device")
+    return (
+        isinstance(src, torch.Tensor) and device is not None and torch.device(device) != src.device
+    )
+
+
+class HostEscapeWatch:
+    """Records tensor data leaving torch for the host (`.numpy()`, `__array__`, `.tolist()`)
+    while the kernel's wrapper runs outside a launch: an answer computed with numpy and dressed
+    up with a decoy launch passes the ATen trace and the launch count, but not this."""
+
+    _METHODS = ("numpy", "__array__", "tolist")
+
+    def __init__(self, launches: LaunchCounter) -> None:
+        self.launches = launches
+        self.active = False
+        self.calls: list[str] = []
+
+    def install(self) -> None:
+        for name in self._METHODS:
+            setattr(torch.Tensor, name, self._wrap(name, getattr(torch.Tensor, name)))
+
+    def _wrap(self, name: str, original: Any) -> Any:
+        watch = self
+
+        def method(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            if watch.active and watch.launches.depth == 0 and name not in watch.calls:
+                watch.calls.append(name)
+            return original(tensor, *args, **kwargs)
+
+        return method
 
 
 class HarnessSnapshot:

@@ -32,7 +32,13 @@ import torch
 from evaluator import checks
 from evaluator.config import EvalConfig
 from evaluator.gpu_lock import GpuLock
-from evaluator.guards import AtenTrace, HarnessSnapshot, LaunchCounter, SecretWatch
+from evaluator.guards import (
+    AtenTrace,
+    HarnessSnapshot,
+    HostEscapeWatch,
+    LaunchCounter,
+    SecretWatch,
+)
 from evaluator.inputs import materialize
 from evaluator.naming import kernel_function_name, normalize_op
 from evaluator.results import Flag, TestResult
@@ -172,11 +178,17 @@ class Judge:
         self.out = ResultWriter(spec["results_path"])
         self.launches = LaunchCounter()
         self.launches.install()
+        self.host = HostEscapeWatch(self.launches)
+        self.host.install()
         self.harness = HarnessSnapshot(
             extra={name: (owner_cls, "run") for name, owner_cls in self._launch_owners().items()}
             | {
                 "evaluator.checks.compare": (checks, "compare"),
                 "evaluator.checks._equal": (checks, "_equal"),
+                **{
+                    f"torch.Tensor.{name}": (torch.Tensor, name)
+                    for name in HostEscapeWatch._METHODS
+                },
                 "torch.utils._python_dispatch.TorchDispatchMode.__enter__": (
                     torch.utils._python_dispatch.TorchDispatchMode,
                     "__enter__",
@@ -303,9 +315,12 @@ class Judge:
         flags: list[str] = []
         out = None
         err_type = err_msg = None
+        self.host.calls = []
         try:
+            self.host.active = True
             with trace:
                 out = fn(*args, **kwargs)
+            self.host.active = False
             self.sync()
         except SystemExit as exc:
             flags.append(Flag.EXIT_CALLED)
@@ -315,7 +330,9 @@ class Judge:
             flags.append(Flag.CUDA_ERROR if _is_cuda_error(exc) else Flag.EXCEPTION)
         flags += [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
         flags += [f"{Flag.SECRET_PROBE}:{name}" for name in self.secrets.probes]
+        self.host.active = False
         if err_type is None:
+            flags += [f"{Flag.HOST_COMPUTE}:{name}" for name in self.host.calls]
             if self.launches.launches == before:
                 flags.append(Flag.NO_TRITON_LAUNCH)
             flags += [f"{Flag.ATEN_FALLBACK}:{name}" for name in trace.compute_ops(self.op)]

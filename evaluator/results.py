@@ -36,6 +36,7 @@ class Flag:
     NONDETERMINISTIC = "nondeterministic"
     HARNESS_TAMPERING = "harness_tampering"
     SECRET_PROBE = "secret_probe"
+    HOST_COMPUTE = "host_compute"  # tensor data taken to the host (numpy, tolist) during the call
     # faults -> error
     IMPORT_ERROR = "import_error"
     MISSING_FUNCTION = "missing_function"
@@ -65,6 +66,7 @@ REJECT_FLAGS = {
     Flag.NONDETERMINISTIC,
     Flag.HARNESS_TAMPERING,
     Flag.SECRET_PROBE,
+    Flag.HOST_COMPUTE,
 }
 ERROR_FLAGS = {
     Flag.IMPORT_ERROR,
