@@ -164,3 +164,18 @@ def test_reused_output_buffer_is_stale_result(sandbox: Sandbox, tmp_path: Path) 
     res = sandbox.judge(_write(tmp_path, body), "relu.default", CASES[:1])
     assert res.status is Status.REJECTED, (res.status, res.flags, res.reason)
     assert Flag.STALE_RESULT in res.flags
+
+
+def test_sandbox_child_imports_only_torch_triton_numpy_stdlib_and_evaluator() -> None:
+    """Design §2: the process that runs untrusted kernels imports nothing of the agent's stack."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, evaluator.sandbox_server, evaluator.harness, evaluator.timing\n"
+        "bad = [m for m in ('pydantic', 'rich', 'jinja2', 'openai', 'anthropic', 'tenacity', 'agent')"
+        " if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
