@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from evaluator.config import CorrectnessConfig
+if TYPE_CHECKING:
+    from evaluator.config import CorrectnessConfig
 from evaluator.results import Flag
 from evaluator.testcase import CODE_OF_DTYPE
 
@@ -128,7 +130,7 @@ def _compare_tensor(
         )
     if expected.numel() == 0:
         return Comparison(True, 0.0, 0.0)
-    tol = cfg.tolerance(CODE_OF_DTYPE.get(expected.dtype, ""))
+    tol = tolerance_for(cfg, CODE_OF_DTYPE.get(expected.dtype, ""))
     if tol is None:  # integers and bools: exact
         if _equal(actual, expected):
             return Comparison(True, 0.0, 0.0)
@@ -192,6 +194,18 @@ def _compare_tensor(
             f"{where}: {n} of {expected.numel()} elements outside atol={tol.atol:g} rtol={tol.rtol:g}; max abs error {max_abs:.3g}; first at index {idx}",
         )
     return Comparison(True, max_abs, max_rel)
+
+
+def tolerance_for(cfg: Any, dtype_code: str) -> Any:
+    """(atol, rtol) as an object with `.atol`/`.rtol`, or None for exact dtypes. Works on the
+    pydantic `CorrectnessConfig` and on the plain view the sandbox child uses."""
+    strict = cfg.strict
+    if dtype_code not in strict:
+        return None
+    if cfg.tolerance_profile == "backendbench":
+        return SimpleNamespace(atol=1e-2, rtol=1e-2)
+    tol = strict[dtype_code]
+    return SimpleNamespace(**tol) if isinstance(tol, dict) else tol
 
 
 def _first_index(mask: torch.Tensor) -> list[int]:

@@ -25,12 +25,12 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from evaluator import checks
-from evaluator.config import EvalConfig
 from evaluator.gpu_lock import GpuLock
 from evaluator.guards import (
     AtenTrace,
@@ -52,6 +52,15 @@ _CUDA_ERROR_MARKERS = (
     "device-side assert",
 )
 _MAX_MSG = 600
+
+
+def config_view(data: dict[str, Any]) -> Any:
+    """Attribute access over the EvalConfig the parent validated and dumped: the child imports
+    only torch, triton, numpy, the standard library and `evaluator` (no pydantic)."""
+    view = SimpleNamespace(**data)
+    for section in ("correctness", "timing", "sandbox", "cpu"):
+        setattr(view, section, SimpleNamespace(**data[section]))
+    return view
 
 
 class ResultWriter:
@@ -170,7 +179,7 @@ def _short(exc: BaseException) -> str:
 class Judge:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
-        self.cfg = EvalConfig.model_validate(spec["config"])
+        self.cfg = config_view(spec["config"])
         self.op = normalize_op(spec["op"])
         self.device: str = spec["device"]
         self.packet = aten_overload(self.op)
