@@ -16,6 +16,7 @@ with enough effort; the process boundary (sandbox.py) is what contains it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import time
@@ -107,13 +108,34 @@ def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
 
+def launcher_classes() -> list[type]:
+    """Triton's compiled-kernel launcher classes (CUDA, HIP) that import here.
+
+    A kernel may call a compiled kernel's launcher directly (`compiled.run(grid..., *args)`, as
+    torch inductor and the builtin writer's fast path do) instead of `kernel[grid](...)`; every
+    GPU launch passes through one of these `__call__`s either way. Importing the class does not
+    touch the GPU (the fork server stays CUDA-free).
+    """
+    found: list[type] = []
+    for module, name in (
+        ("triton.backends.nvidia.driver", "CudaLauncher"),
+        ("triton.backends.amd.driver", "HIPLauncher"),
+    ):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError, OSError, RuntimeError):
+            continue
+    return found
+
+
 class LaunchCounter:
-    """Counts Triton launches made through `kernel[grid](...)` (JIT, autotuner, interpreter)."""
+    """Counts Triton launches: `kernel[grid](...)` (JIT, autotuner, interpreter) and direct calls
+    of a compiled kernel's launcher; a launch nested in another (JIT run -> launcher) counts once."""
 
     def __init__(self) -> None:
         self.launches = 0
         self.depth = 0
-        self._originals: list[tuple[type, Any]] = []
+        self._originals: list[tuple[type, str, Any]] = []
 
     def install(self) -> None:
         from triton.runtime.jit import JITFunction
@@ -127,8 +149,12 @@ class LaunchCounter:
             pass
         for cls in targets:
             original = cls.run
-            self._originals.append((cls, original))
+            self._originals.append((cls, "run", original))
             cls.run = self._wrap(original)  # type: ignore[method-assign]
+        for cls in launcher_classes():
+            original = cls.__call__
+            self._originals.append((cls, "__call__", original))
+            cls.__call__ = self._wrap(original)  # type: ignore[method-assign]
 
     def _wrap(self, original: Any) -> Any:
         counter = self
@@ -146,7 +172,10 @@ class LaunchCounter:
         return run
 
     def wrapped_runs(self) -> dict[str, Any]:
-        return {f"{cls.__module__}.{cls.__name__}.run": cls.run for cls, _ in self._originals}
+        return {
+            f"{cls.__module__}.{cls.__name__}.{attr}": getattr(cls, attr)
+            for cls, attr, _ in self._originals
+        }
 
 
 class AtenTrace(TorchDispatchMode):

@@ -38,6 +38,7 @@ from evaluator.guards import (
     HostEscapeWatch,
     LaunchCounter,
     SecretWatch,
+    launcher_classes,
 )
 from evaluator.inputs import materialize
 from evaluator.naming import kernel_function_name, normalize_op
@@ -191,6 +192,7 @@ class Judge:
         self.host.install()
         self.harness = HarnessSnapshot(
             extra={name: (owner_cls, "run") for name, owner_cls in self._launch_owners().items()}
+            | {f"triton.{cls.__name__}.__call__": (cls, "__call__") for cls in launcher_classes()}
             | {
                 "evaluator.checks.compare": (checks, "compare"),
                 "evaluator.checks._equal": (checks, "_equal"),

@@ -11,13 +11,18 @@ and launches `@triton.jit` kernels. The helpers here produce the parts every fil
 - `OFFSETS_SOURCE`: program offsets in int64 when sizes may pass 2**31 (`IDX64` constexpr);
 - `launch_config_source`: `_launch_config(n, device) -> (BLOCK, num_warps)`, the one place where
   block sizes are chosen;
-- `render_file`: joins sections and checks the result is valid Python.
+- `FAST_LAUNCH_SOURCE` / `fast_launch_section`: after a kernel's first launch with a given
+  specialization, later launches call Triton's compiled launcher directly (Triton's own per-call
+  bookkeeping costs more host time than most torchbench cases take on the GPU);
+- `render_file`: joins sections, wraps every plain `@triton.jit` kernel the file launches with
+  `kernel[grid](...)` in the fast launcher, and checks the result is valid Python.
 
 Helpers return source text; nothing here runs a kernel.
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import textwrap
 from typing import Any
@@ -198,10 +203,177 @@ def indent(text: str, levels: int = 1) -> str:
 
 
 def render_file(*sections: str) -> str:
-    """Join sections with two blank lines; raise SyntaxError if the result is not valid Python."""
+    """Join sections with two blank lines, route plain JIT kernels through the fast launcher;
+    raise SyntaxError if the result is not valid Python."""
     text = "\n\n\n".join(s.strip("\n") for s in sections if s.strip()) + "\n"
+    fast = fast_launch_section(text)
+    if fast:
+        text = text.rstrip("\n") + "\n\n\n" + fast
     compile(text, "<builtin kernel>", "exec")
     return text
+
+
+def _decorator_names(node: ast.FunctionDef) -> set[str]:
+    names = set()
+    for dec in node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        names.add(ast.unparse(target))
+    return names
+
+
+def launched_jit_kernels(text: str) -> list[str]:
+    """Top-level `@triton.jit` functions (not autotuned) that host code launches as `k[grid](...)`.
+
+    Only these are wrapped: a JIT function called from another kernel must stay a JITFunction
+    (Triton resolves device-side calls through the module's globals).
+    """
+    tree = ast.parse(text)
+    jit = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and (decs := _decorator_names(node)) & {"triton.jit"}
+        and not decs & {"triton.autotune", "triton.heuristics"}
+    }
+    launched = {
+        node.func.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Subscript)
+        and isinstance(node.func.value, ast.Name)
+    }
+    return sorted(jit & launched)
+
+
+def fast_launch_section(text: str) -> str:
+    """The fast launcher and the lines that wrap this file's launched kernels ("" if none)."""
+    names = launched_jit_kernels(text)
+    if not names:
+        return ""
+    wraps = "\n".join(f"{name} = _fast_launch({name})" for name in names)
+    return FAST_LAUNCH_SOURCE + "\n\n" + wraps + "\n"
+
+
+FAST_LAUNCH_SOURCE = '''\
+_T = torch.Tensor
+_TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2])
+_NO_DEFAULT = object()
+# argument types keyed by value (constexpr dtypes and strings passed positionally)
+_VALUE_TYPES = (tl.dtype, str, tl.constexpr)
+_current_device = torch._C._cuda_getDevice if hasattr(torch._C, "_cuda_getDevice") else None
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+class _FastLaunch:
+    """`kernel[grid](...)` that, after the first launch of a specialization, calls the compiled
+    kernel's launcher directly.
+
+    Triton's launch path re-derives every argument's specialization, formats a cache key and looks
+    the compiled kernel up on each call: 20-40 us of host time per launch on the lent H200's host,
+    more than most torchbench cases take on the GPU. The key here covers everything Triton
+    specializes on, and more: tensor dtypes and 16-byte alignment, exact int and bool values, the
+    types of floats, keyword (constexpr and option) values, the current device. A miss goes through
+    Triton (compiling when needed), which returns the compiled kernel kept for the next call. Grids
+    given as callables, non-CUDA tensors and unknown argument types always take Triton's own path;
+    while a profiler's launch hooks are installed, nothing new is cached.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        # (name, default or _NO_DEFAULT) per parameter, in launch order
+        self.params = [
+            (p.name, _NO_DEFAULT if p.default is p.empty else p.default)
+            for p in fn.signature.parameters.values()
+        ]
+        self.cache = {}
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launch(grid, args, kwargs)
+
+    def launch(self, grid, args, kwargs):
+        if type(grid) is not tuple:
+            return self.fn[grid](*args, **kwargs)
+        key = []
+        append = key.append
+        for a in args:
+            t = type(a)
+            if t is _T:
+                if not a.is_cuda:
+                    return self.fn[grid](*args, **kwargs)
+                append(a.dtype)
+                append(a.data_ptr() % 16 == 0)
+            elif t is int:
+                append(a)
+            elif t is float:
+                append(float)
+            elif t is bool or a is None or t in _VALUE_TYPES:
+                append((t, a))
+            else:
+                return self.fn[grid](*args, **kwargs)
+        if kwargs:
+            append(tuple(kwargs.items()))
+            append(tuple(map(type, kwargs.values())))
+        device = _current_device()
+        append(device)
+        key = tuple(key)
+        hit = self.cache.get(key)
+        if hit is None:
+            return self._miss(key, grid, args, kwargs)
+        launcher, function, metadata, rest = hit
+        if rest:
+            args = args + tuple([kwargs[n] if n in kwargs else d for n, d in rest])
+        n = len(grid)
+        launcher(
+            grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1,
+            _raw_stream(device), function, metadata, None, None, None, *args,
+        )
+
+    def _miss(self, key, grid, args, kwargs):
+        """Launch through Triton and keep the compiled kernel for this key (unless a profiler's
+        launch hooks are installed: those must see every launch, so nothing is cached then)."""
+        compiled = self.fn[grid](*args, **kwargs)
+        if compiled is None or not hasattr(compiled, "packed_metadata") or _hooks_set():
+            return compiled
+        rest = tuple(self.params[len(args):])
+        if any(name not in kwargs and default is _NO_DEFAULT for name, default in rest):
+            return compiled
+        if len(self.cache) > 256:
+            self.cache.clear()
+        self.cache[key] = (compiled.run, compiled.function, compiled.packed_metadata, rest)
+        return compiled
+
+
+def _hooks_set():
+    """True when a profiler installed Triton launch hooks (they must see every launch)."""
+    if _KNOBS is None:
+        return False
+    runtime = _KNOBS.runtime
+    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):  # 3.9: an empty HookChain
+            return True
+    return False
+
+
+try:
+    from triton import knobs as _KNOBS
+except ImportError:  # older Triton: no launch hooks to honour
+    _KNOBS = None
+
+
+def _fast_launch(fn):
+    """Wrap a JIT kernel (Triton 3.4-3.9 launcher convention); anything else is returned as is
+    (the CPU interpreter's kernels, other Triton versions)."""
+    from triton.runtime.jit import JITFunction
+
+    if (
+        isinstance(fn, JITFunction)
+        and (3, 4) <= _TRITON_VERSION <= (3, 9)
+        and _current_device is not None
+        and _raw_stream is not None
+    ):
+        return _FastLaunch(fn)
+    return fn
+'''
 
 
 def case_dtypes(cases: list[Any]) -> set[torch.dtype]:

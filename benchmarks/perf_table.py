@@ -1,0 +1,99 @@
+"""Per-operator speed table of a GPU evaluation (issue 4's speed targets).
+
+    python benchmarks/perf_table.py RUN_DIR [--sort speedup|eager_us|op] [--family] > table.md
+
+RUN_DIR is an evaluation run folder (its full_results.json). For every passed operator: geomean
+speedup vs eager over its timed cases, median eager and kernel time, and at its largest case (most
+bytes that must move) the share of measured HBM bandwidth the kernel reached (bytes / time, the
+bytes the evaluator's roofline floor counts) and whether eager's time there is above the launch-
+overhead band (only those cases say anything about bandwidth). The summary line gives the geomean
+over all passed operators and over those with at least one case that is not overhead-dominated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+# A case is memory-bound for the bandwidth target when its kernel moved this many bytes at least
+# (below it launch latency, not HBM, sets the time on an H200).
+MIN_BANDWIDTH_BYTES = 32 << 20
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def operator_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    bw = results["run"]["eval_config"]["timing"]["hbm_bandwidth_gbps"]
+    rows = []
+    for o in results["operators"]:
+        if o["status"] != "passed":
+            continue
+        timed = [r for r in o["results"] if r.get("speedup")]
+        if not timed:
+            continue
+        largest = max(timed, key=lambda r: r.get("floor_ms") or 0.0)
+        floor = largest.get("floor_ms") or 0.0
+        moved = floor * 1e-3 * bw * 1e9
+        measured = largest.get("kernel_ms_measured", largest["kernel_ms"])
+        rows.append(
+            {
+                "op": o["op"],
+                "speedup": _geomean([r["speedup"] for r in timed]),
+                "eager_us": statistics.median(r["eager_ms"] for r in timed) * 1e3,
+                "kernel_us": statistics.median(r["kernel_ms"] for r in timed) * 1e3,
+                "largest_mib": moved / (1 << 20),
+                "bw_pct": 100.0 * floor / measured if measured else None,
+                "eager_bw_pct": 100.0 * floor / largest["eager_ms"]
+                if largest["eager_ms"]
+                else None,
+                "overhead": all("overhead_dominated" in r.get("flags", []) for r in timed),
+                "cases": len(timed),
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--sort", choices=["speedup", "eager_us", "op"], default="speedup")
+    args = ap.parse_args()
+    results = json.loads((args.run_dir / "full_results.json").read_text())
+    rows = operator_rows(results)
+    rows.sort(key=lambda r: r[args.sort])
+    print(
+        "| operator | cases | geomean speedup | median eager µs | median kernel µs "
+        "| largest case MiB | kernel % HBM bw | eager % HBM bw |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        big = r["largest_mib"] >= MIN_BANDWIDTH_BYTES / (1 << 20)
+        bw = f"{r['bw_pct']:.0f}" if big else f"({r['bw_pct']:.0f})"
+        ebw = f"{r['eager_bw_pct']:.0f}" if big else f"({r['eager_bw_pct']:.0f})"
+        print(
+            f"| {r['op']}{' †' if r['overhead'] else ''} | {r['cases']} | {r['speedup']:.2f}× "
+            f"| {r['eager_us']:.1f} | {r['kernel_us']:.1f} | {r['largest_mib']:.1f} | {bw} | {ebw} |"
+        )
+    all_g = _geomean([r["speedup"] for r in rows])
+    real = [r for r in rows if not r["overhead"]]
+    big = [r for r in rows if r["largest_mib"] >= MIN_BANDWIDTH_BYTES / (1 << 20)]
+    print()
+    print(
+        f"{len(rows)} timed operators: geomean {all_g:.3f}×; without the "
+        f"{len(rows) - len(real)} whose every case is overhead-dominated (†): "
+        f"{_geomean([r['speedup'] for r in real]) or 0:.3f}×; "
+        f"{len(big)} operators move ≥ {MIN_BANDWIDTH_BYTES >> 20} MiB at their largest case "
+        f"(bandwidth in parentheses otherwise), {sum(r['bw_pct'] >= 80 for r in big)} of them "
+        f"at ≥ 80% of HBM bandwidth."
+    )
+
+
+if __name__ == "__main__":
+    main()

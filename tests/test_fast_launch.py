@@ -1,0 +1,114 @@
+"""The builtin writer's fast launcher (codegen.FAST_LAUNCH_SOURCE) and the evaluator's count of
+launches that bypass `kernel[grid](...)`.
+
+CPU: which kernels a file wraps, and that the interpreter keeps Triton's own path. GPU (marker
+`gpu`): repeated calls take the cached launcher and stay exact across dtypes, odd sizes and
+misaligned views (a key that missed Triton's alignment specialization would read wrong data or
+fault), and the sandbox's launch counter sees launches made through the launcher.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+from builtin_support import load_kernel
+
+from agent.providers.builtin import codegen
+from agent.providers.builtin.registry import WRITERS
+from agent.providers.builtin.request import KernelRequest
+from evaluator.guards import LaunchCounter, launcher_classes
+from evaluator.testcase import parse_case
+
+HAS_GPU = torch.cuda.is_available()
+
+
+def _write(op: str, texts: list[str]) -> str:
+    cases = [parse_case(t) for t in texts]
+    source = WRITERS[op](KernelRequest(op=op, schema="", cases=cases, variant=0))
+    assert source is not None
+    return source
+
+
+def test_only_launched_plain_jit_kernels_are_wrapped() -> None:
+    text = textwrap.dedent(
+        """
+        import triton
+
+        @triton.jit
+        def _helper(x):
+            return x
+
+        @triton.jit
+        def _kernel(x_ptr):
+            pass
+
+        @triton.autotune(configs=[], key=[])
+        @triton.jit
+        def _tuned(x_ptr):
+            pass
+
+        def run(x):
+            _kernel[(1,)](x)
+            _tuned[(1,)](x)
+        """
+    )
+    assert codegen.launched_jit_kernels(text) == ["_kernel"]
+    rendered = codegen.render_file(text)
+    assert rendered.rstrip().endswith("_kernel = _fast_launch(_kernel)")
+    assert "_helper = _fast_launch" not in rendered and "_tuned = _fast_launch" not in rendered
+
+
+def test_every_elementwise_file_routes_its_kernels_through_the_fast_launcher() -> None:
+    source = _write("add.Tensor", ["((T([4, 5], f32), T([5], f32)), {})"])
+    assert "_kernel_flat = _fast_launch(_kernel_flat)" in source
+    assert "_kernel = _fast_launch(_kernel)" in source
+
+
+@pytest.mark.skipif(HAS_GPU, reason="interpreter behaviour")
+def test_interpreter_kernels_stay_unwrapped(tmp_path) -> None:
+    fn = load_kernel("relu.default", _write("relu.default", ["((T([7], f32),), {})"]), tmp_path)
+    module = __import__(fn.__module__)
+    assert type(module._kernel_flat).__name__ == "InterpretedFunction"
+    x = torch.randn(7)
+    assert torch.equal(fn(x), torch.relu(x))
+
+
+@pytest.mark.gpu
+def test_cached_launches_stay_exact_on_misaligned_and_odd_inputs(tmp_path) -> None:
+    fn = load_kernel(
+        "add.Tensor", _write("add.Tensor", ["((T([4, 5], f32), T([5], f32)), {})"]), tmp_path
+    )
+    module = __import__(fn.__module__)
+    base = torch.randn(4099, device="cuda")
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        b = base.to(dtype)
+        for offset in (0, 1, 3, 0, 1):  # offset 1/3 elements: pointers no longer 16-byte aligned
+            for n in (4096, 4095, 1, 17):
+                x, y = b[offset : offset + n], b[:n].flip(0).contiguous()
+                first = fn(x, y)  # Triton's own path (a miss)
+                torch.testing.assert_close(first, torch.add(x, y), rtol=1e-2, atol=1e-2)
+                for _ in range(2):  # the cached launcher must give the very same bits
+                    assert torch.equal(fn(x, y), first), (dtype, offset, n)
+    assert module._kernel_flat.cache, "no launch was served from the fast path's cache"
+    # key = (out dtype, out aligned, x dtype, x aligned, ...): misaligned x got its own entry
+    assert {k[3] for k in module._kernel_flat.cache} == {True, False}, list(module._kernel_flat.cache)
+
+
+@pytest.mark.gpu
+def test_launch_counter_counts_direct_launcher_calls(tmp_path) -> None:
+    fn = load_kernel("relu.default", _write("relu.default", ["((T([7], f32),), {})"]), tmp_path)
+    counter = LaunchCounter()
+    counter.install()
+    try:
+        x = torch.randn(1000, device="cuda")
+        fn(x)  # Triton's path (compiles): counted once, not twice
+        assert counter.launches == 1
+        fn(x)
+        fn(x)  # the cached launcher's path
+        assert counter.launches == 3
+    finally:
+        for cls, attr, original in counter._originals:
+            setattr(cls, attr, original)
+    assert launcher_classes()
