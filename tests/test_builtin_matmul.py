@@ -81,3 +81,27 @@ def test_same_request_gives_the_same_text() -> None:
     op = "bmm.default"
     cases = [parse_case(c) for c in CASES[op]]
     assert _write(op, cases) == _write(op, cases)
+
+
+@pytest.mark.slow
+def test_matmul_kernels_compile_for_an_sm90_gpu() -> None:
+    """The interpreter accepts code the GPU compiler rejects; compile real launches for sm_90
+    (transposed operands, addmm's broadcast bias, a split-K shape)."""
+    from builtin_support import compile_many
+
+    jobs = {
+        "mm.default": ["((T([64, 96], f16), T([96, 48], f16)), {})", "((T([33, 17], f32, [1, 33]), T([17, 5], f32)), {})"],
+        "bmm.default": ["((T([3, 40, 24], bf16), T([3, 24, 16], bf16, [384, 1, 24])), {})"],
+        "addmm.default": ["((T([48], f16), T([64, 96], f16), T([96, 48], f16, [1, 96])), {})", "((T([2048], f32), T([8, 4096], f32), T([4096, 2048], f32)), {})"],
+    }  # fmt: skip
+    batch = []
+    for op, texts in jobs.items():
+        cases = [parse_case(t) for t in texts]
+        batch.append((op, matmul.WRITERS[op](KernelRequest(op=op, schema="", cases=cases)), cases))
+    try:
+        problems = compile_many(batch)
+    except RuntimeError as exc:
+        if "No module named" in str(exc) or "ptxas" in str(exc):
+            pytest.skip(f"Triton's CUDA backend is not usable here: {exc}")
+        raise
+    assert problems == {op: [] for op in jobs}
