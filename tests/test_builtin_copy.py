@@ -7,6 +7,8 @@ numbers and 0-d tensors, and cat/stack/embedding/index_select/gather with valid 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from builtin_support import materialize_case, run_generated
@@ -74,10 +76,23 @@ MOVE_CASES: dict[str, list[str]] = {
         "(([T([4, 3], f32), T([2, 3], f32, [1, 2]), T([0], f32)],), {})",
         "(([T([2, 3, 4, 5], f16), T([2, 3, 4, 5], f32)], 1), {})",
         "(([T([3, 7], i64), T([3, 2], i64)], -1), {})",
+        # torchbench-like: transposed halves, a 0-width and a legacy [0] input, odd sizes
+        "(([T([1, 3, 5, 6], f16, [90, 6, 18, 1]), T([1, 3, 5, 6], f16, [270, 12, 54, 1])], -1), {})",
+        "(([T([1, 3, 7, 5], f16, [105, 35, 5, 1]), T([1, 3, 7, 0], f16)], -1), {})",
+        "(([T([0], bf16), T([2, 3, 9, 5], bf16, [270, 5, 15, 1])], -2), {})",
+        "(([T([2, 3, 5], f32), T([2, 1, 5], f32)], 1), {})",
+        # more inputs than one launch takes, mixed dtypes and bools
+        "(([T([3, 2], f32), T([3, 1], f16), T([3, 3], bf16), T([3, 2], i32), T([3, 1], b8), T([3, 4], f32)], 1), {})",
+        "(([T([5, 3], b8), T([2, 3], b8)],), {})",
+        # channels-last inputs stay channels-last; six dims left unmerged (the fallback copy)
+        "(([T([2, 3, 4, 5], f32, [60, 1, 15, 3]), T([2, 3, 4, 5], f32, [60, 1, 15, 3])], 1), {})",
+        "(([T([2, 3, 2, 3, 2, 3], f32, [1, 2, 6, 12, 36, 72]), T([2, 3, 2, 3, 2, 3], f32)], 5), {})",
     ],
     "stack.default": [
         "(([T([4, 3], f16), T([4, 3], f16), T([4, 3], f16, [1, 4])], 1), {})",
         "(([T([5], f32), T([5], f32)],), {})",
+        "(([T([4, 3, 6, 5], f16, [90, 5, 15, 1]), T([4, 3, 6, 5], f16, [360, 20, 60, 2])], -1), {})",
+        "(([T([0, 3], f32), T([0, 3], f32)], 1), {})",
     ],
     "embedding.default": [
         "((T([30, 7], f16), T([4, 5], i64)), {})",
@@ -153,6 +168,29 @@ def test_data_movement_matches_eager_with_valid_indices(op: str) -> None:
     assert problems == []
 
 
+def test_cat_copies_every_input_in_one_launch() -> None:
+    """Two inputs of a cat share one launch of the piece kernel (host time is per launch)."""
+    op = "cat.default"
+    cases = [parse_case(MOVE_CASES[op][0])]
+    import tempfile
+    from pathlib import Path
+
+    from builtin_support import load_kernel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(gather, op, cases), Path(tmp))
+        module = sys.modules[kernel.__module__]
+        calls = []
+        original = module._launch_pieces
+        module._launch_pieces = lambda *a: (calls.append(len(a[2])), original(*a))[1]
+        try:
+            x, y = torch.randn(4, 3, 5), torch.randn(4, 2, 5)
+            assert torch.equal(kernel([x, y], 1), torch.cat([x, y], 1))
+        finally:
+            module._launch_pieces = original
+        assert calls == [2]
+
+
 def test_writers_decline_complex_tensors() -> None:
     cases = [parse_case("((T([4, 4], c64),), {})")]
     for module, op in ((copy_family, "clone.default"), (gather, "cat.default")):
@@ -163,3 +201,21 @@ def test_writers_decline_complex_tensors() -> None:
 def test_every_claimed_overload_exists_in_torch() -> None:
     for op in [*copy_family.WRITERS, *gather.WRITERS]:
         codegen.schema_of(op)
+
+
+def test_cat_and_stack_compile_for_an_sm90_gpu() -> None:
+    """The interpreter accepts code the GPU compiler rejects; compile real launches for sm_90."""
+    from builtin_support import compile_many
+
+    batch = []
+    for op in ("cat.default", "stack.default"):
+        # cases with an empty output launch nothing
+        cases = [parse_case(c) for c in MOVE_CASES[op] if "T([0, 3]" not in c]
+        batch.append((op, _write(gather, op, cases), cases))
+    try:
+        problems = compile_many(batch)
+    except RuntimeError as exc:
+        if "No module named" in str(exc) or "ptxas" in str(exc):
+            pytest.skip(f"Triton's CUDA backend is not usable here: {exc}")
+        raise
+    assert problems == {"cat.default": [], "stack.default": []}

@@ -71,6 +71,11 @@ CASES: dict[str, list[str]] = {
         "((T([2, 3, 7, 9], f32), [1, 2, 1, 2], 1.5), {})",
         "((T([2, 3, 7, 9], bf16, [189, 1, 27, 3]), [-1, 2, 1, -2], 0.0), {})",
         "((T([4, 20], i64), [0, 1], -100.0), {})",
+        # no padding (a plain copy): odd sizes, transposed and channels-last inputs, bools
+        "((T([3, 5, 7, 11], f16, [385, 1, 55, 5]), [0, 0, 0, 0], 0.0), {})",
+        "((T([2, 7, 5], f32, [1, 2, 14]), [0, 0], 3.0), {})",
+        "((T([5, 3], b8), [0, 0], 0.0), {})",
+        "((T([0, 3], f32), [0, 0], 0.0), {})",
     ],
     "slice_backward.default": [
         "((T([2, 3, 5, 4], bf16, [120, 4, 24, 1]), [2, 3, 5, 8], 3, 4, 9223372036854775807, 1), {})",
@@ -92,6 +97,7 @@ CASES: dict[str, list[str]] = {
         "((T([2, 5, 6, 7], f16), [3, 3], [1, 2]), {})",
         "((T([5, 7], f32), [3]), {})",
         "((T([5, 7], f32, [1, 5]), [9, -2], [0, 1]), {})",
+        "((T([0, 7], f32), [2], [1]), {})",
     ],
     "index.Tensor": [
         "((T([73, 12], f16), [T([389], i64)]), {})",
@@ -266,6 +272,24 @@ def test_index_wraps_negative_indices() -> None:
         return (torch.randn(9, 5, generator=gen), [torch.tensor([-1, -9, 0, 8, -3, 2, -2])]), {}
 
     assert run_generated(op, _write(op, cases), cases, make_args=negative) == []
+
+
+def test_cached_plans_read_each_calls_tensors() -> None:
+    """Plans are cached per geometry; a second call with new tensors must use those tensors."""
+    import tempfile
+    from pathlib import Path
+
+    from builtin_support import load_kernel
+
+    op = "index.Tensor"
+    cases = [parse_case("((T([9, 5], f32), [T([7], i64)]), {})")]
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(op, cases), Path(tmp))
+        for seed in range(2):
+            gen = torch.Generator().manual_seed(seed)
+            x = torch.randn(9, 5, generator=gen)
+            index = torch.randint(0, 9, (7,), generator=gen)
+            assert torch.equal(kernel(x, [index]), x[index])
 
 
 def test_all_is_true_when_every_element_is_nonzero() -> None:

@@ -42,6 +42,10 @@ def test_only_launched_plain_jit_kernels_are_wrapped() -> None:
 
         @triton.jit
         def _kernel(x_ptr):
+            _helper(x_ptr)
+
+        @triton.jit
+        def _stored(x_ptr):
             pass
 
         @triton.autotune(configs=[], key=[])
@@ -52,11 +56,13 @@ def test_only_launched_plain_jit_kernels_are_wrapped() -> None:
         def run(x):
             _kernel[(1,)](x)
             _tuned[(1,)](x)
+            chosen = _stored if x else _kernel
+            chosen[(1,)](x)
         """
     )
-    assert codegen.launched_jit_kernels(text) == ["_kernel"]
+    assert codegen.launched_jit_kernels(text) == ["_kernel", "_stored"]
     rendered = codegen.render_file(text)
-    assert rendered.rstrip().endswith("_kernel = _fast_launch(_kernel)")
+    assert rendered.rstrip().endswith("_stored = _fast_launch(_stored)")
     assert "_helper = _fast_launch" not in rendered and "_tuned = _fast_launch" not in rendered
 
 
@@ -93,7 +99,9 @@ def test_cached_launches_stay_exact_on_misaligned_and_odd_inputs(tmp_path) -> No
                     assert torch.equal(fn(x, y), first), (dtype, offset, n)
     assert module._kernel_flat.cache, "no launch was served from the fast path's cache"
     # key = (out dtype, out aligned, x dtype, x aligned, ...): misaligned x got its own entry
-    assert {k[3] for k in module._kernel_flat.cache} == {True, False}, list(module._kernel_flat.cache)
+    assert {k[3] for k in module._kernel_flat.cache} == {True, False}, list(
+        module._kernel_flat.cache
+    )
 
 
 @pytest.mark.gpu

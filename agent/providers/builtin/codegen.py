@@ -222,27 +222,34 @@ def _decorator_names(node: ast.FunctionDef) -> set[str]:
 
 
 def launched_jit_kernels(text: str) -> list[str]:
-    """Top-level `@triton.jit` functions (not autotuned) that host code launches as `k[grid](...)`.
+    """Top-level `@triton.jit` functions (not autotuned) that host code launches.
 
-    Only these are wrapped: a JIT function called from another kernel must stay a JITFunction
-    (Triton resolves device-side calls through the module's globals).
+    Every such function is wrapped except those named inside any JIT function's body: a JIT
+    function called from another kernel (or passed to `tl.reduce` as a combine function) must
+    stay a JITFunction, since Triton resolves device-side references through module globals.
+    Kernels host code keeps in variables or tables (`kernel = _a if x else _b`) are covered too.
     """
     tree = ast.parse(text)
-    jit = {
-        node.name
+    jit_defs = [
+        node
         for node in tree.body
         if isinstance(node, ast.FunctionDef)
         and (decs := _decorator_names(node)) & {"triton.jit"}
         and not decs & {"triton.autotune", "triton.heuristics"}
+    ]
+    all_jit = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and "triton.jit" in _decorator_names(node)
     }
-    launched = {
-        node.func.value.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Subscript)
-        and isinstance(node.func.value, ast.Name)
+    used_on_device = {
+        inner.id
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name in all_jit
+        for inner in ast.walk(node)
+        if isinstance(inner, ast.Name)
     }
-    return sorted(jit & launched)
+    return sorted(node.name for node in jit_defs if node.name not in used_on_device)
 
 
 def fast_launch_section(text: str) -> str:

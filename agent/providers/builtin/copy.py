@@ -188,6 +188,165 @@ def _copy_plan(dst, src):
                  num_warps=4 if block_x * block_y <= 2048 else 8))
 '''
 
+# Up to this many inputs share one launch of the piece-copy kernel (cat, stack, padding).
+MAX_PIECES = 4
+_PIECE_FIELDS = (
+    "E", "F", "R1", "R2", "C", "S0", "S1", "S2", "SC", "D0", "D1", "D2", "DC", "ROWS", "NCB",
+)  # fmt: skip
+
+
+def _pieces_kernel_source(num: int) -> str:
+    """`_pieces_<num>`: one launch copying `num` strided inputs into places of one output.
+
+    Program ids are dealt to the pieces in order (piece k owns [E_(k-1), E_k)), so no program is
+    idle; a piece's tile covers rows x columns of its merged [R0, R1, R2, C] geometry.
+    """
+    ptrs = ", ".join(f"x{k}" for k in range(num))
+    ints = ",\n              ".join(
+        ", ".join(f"{f}_{k}" for f in _PIECE_FIELDS) for k in range(num)
+    )
+    blocks = ", ".join(f"BR_{k}: tl.constexpr, BC_{k}: tl.constexpr" for k in range(num))
+    lines = [
+        "@triton.jit",
+        f"def _pieces_{num}(out_ptr, {ptrs},",
+        f"              {ints},",
+        f"              IDX64: tl.constexpr, {blocks}):",
+        "    pid = tl.program_id(0)",
+    ]
+    indent = "    "
+    for k in range(num):
+        args = ", ".join(f"{f}_{k}" for f in _PIECE_FIELDS[2:])
+        start = "0" if k == 0 else f"E_{k - 1}"
+        lines.append(f"{indent}if pid < E_{k}:")
+        lines.append(
+            f"{indent}    _piece_copy(x{k}, out_ptr + F_{k}, pid - {start}, {args}, "
+            f"BR_{k}, BC_{k}, IDX64)"
+        )
+        if k < num - 1:
+            lines.append(f"{indent}else:")
+            indent += "    "
+    return "\n".join(lines) + "\n"
+
+
+_PIECE_COPY = '''
+
+@triton.jit
+def _piece_copy(x_ptr, out_ptr, t, R1, R2, C, S0, S1, S2, SC, D0, D1, D2, DC, ROWS, NCB,
+                BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr):
+    """Tile t of one piece: out[r0*D0 + r1*D1 + r2*D2 + c*DC] = x[r0*S0 + r1*S1 + r2*S2 + c*SC]
+    over rows (r0, r1, r2) and C columns, cast to the output's dtype."""
+    rb = t // NCB
+    cb = t - rb * NCB
+    if IDX64:
+        rb = rb.to(tl.int64)
+        cb = cb.to(tl.int64)
+    rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = cb * BLOCK_C + tl.arange(0, BLOCK_C)
+    r2 = rows % R2
+    q = rows // R2
+    r1 = q % R1
+    r0 = q // R1
+    src = r0 * S0 + r1 * S1 + r2 * S2
+    dst = r0 * D0 + r1 * D1 + r2 * D2
+    m = (rows < ROWS)[:, None] & (cols < C)[None, :]
+    v = tl.load(x_ptr + (src[:, None] + cols[None, :] * SC), mask=m)
+    if v.dtype != out_ptr.dtype.element_ty:
+        if out_ptr.dtype.element_ty == tl.int1:
+            v = v != 0
+        else:
+            if v.dtype == tl.float16 or v.dtype == tl.bfloat16:
+                v = v.to(tl.float32)  # the interpreter converts bf16 wrongly otherwise
+            v = v.to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + (dst[:, None] + cols[None, :] * DC), v, mask=m)
+
+'''
+
+_PIECES_HOST = '''
+
+_MAX_PIECES = $max_pieces
+
+
+def _launch_pieces(grid, out, xs, ints, consts):
+    n = len(xs)
+    if n == 1:
+        _pieces_1[grid](out, *xs, *ints, **consts)
+    elif n == 2:
+        _pieces_2[grid](out, *xs, *ints, **consts)
+    elif n == 3:
+        _pieces_3[grid](out, *xs, *ints, **consts)
+    else:
+        _pieces_4[grid](out, *xs, *ints, **consts)
+
+
+def _piece_dims(shape, src_strides, dst_strides):
+    """([3 row dims], column dim), each (size, src stride, dst stride), after merging neighbours
+    both tensors step through as one; None when more than four dims remain."""
+    dims = []
+    for s, a, b in zip(shape, src_strides, dst_strides):
+        if s == 1:
+            continue
+        if dims and dims[-1][1] == a * s and dims[-1][2] == b * s:
+            dims[-1] = (dims[-1][0] * s, a, b)
+        else:
+            dims.append((s, a, b))
+    if not dims:
+        dims = [(1, 1, 1)]
+    # columns: the destination's fastest dim (stores coalesce; loads too when the strides agree)
+    c = min(range(len(dims)), key=lambda d: (dims[d][2], -d))
+    col = dims.pop(c)
+    if len(dims) > 3:
+        return None
+    return [(1, 0, 0)] * (3 - len(dims)) + dims, col
+
+
+def _pieces_plan(pieces):
+    """Plan copying pieces (input index, shape, src strides, dst strides, dst offset) into one
+    output: (launches, leftovers). A launch is (grid, input indices, ints, consts) for
+    `_launch_pieces`; leftovers are pieces with more dims than the kernel takes."""
+    cap = 16384 if _INTERPRET else (1024 if _CONSERVATIVE else 4096)
+    items, leftovers = [], []
+    for piece in pieces:
+        index, shape, src_strides, dst_strides, offset = piece
+        geometry = _piece_dims(shape, src_strides, dst_strides)
+        if geometry is None:
+            leftovers.append(piece)
+            continue
+        rows3, (c, sc, dc) = geometry
+        nrows = rows3[0][0] * rows3[1][0] * rows3[2][0]
+        bc = max(2, min(_pow2(c), cap if nrows == 1 else min(cap, 1024)))
+        br = max(1, min(_pow2(nrows), cap // bc))
+        ncb = _cdiv(c, bc)
+        tiles = _cdiv(nrows, br) * ncb
+        span = offset + sum((s - 1) * max(a, b) for s, a, b in [*rows3, (c, sc, dc)])
+        items.append((index, tiles, offset, rows3, c, sc, dc, nrows, ncb, br, bc, span))
+    launches = []
+    for g in range(0, len(items), _MAX_PIECES):
+        group = items[g:g + _MAX_PIECES]
+        ints, consts, end, big, tile = [], {}, 0, False, 0
+        for k, (_, tiles, offset, rows3, c, sc, dc, nrows, ncb, br, bc, span) in enumerate(group):
+            end += tiles
+            (_, s0, d0), (r1, s1, d1), (r2, s2, d2) = rows3
+            ints += [end, offset, r1, r2, c, s0, s1, s2, sc, d0, d1, d2, dc, nrows, ncb]
+            consts[f"BR_{k}"] = br
+            consts[f"BC_{k}"] = bc
+            big = big or span >= 2**31 - 1 or end >= 2**31 - 1
+            tile = max(tile, br * bc)
+        consts["IDX64"] = big
+        consts["num_warps"] = 8 if tile >= 4096 else 4
+        launches.append(((end,), tuple(it[0] for it in group), tuple(ints), consts))
+    return launches, leftovers
+'''
+
+# Shared with cat/stack (gather.py) and zero padding (movement.py): strided, casting copies of up
+# to MAX_PIECES inputs into one output in one launch. Needs `_INTERPRET`, `_CONSERVATIVE`,
+# `_cdiv` and `_pow2` from the file.
+PIECES_SOURCE = (
+    _PIECE_COPY
+    + "\n\n".join(_pieces_kernel_source(n) for n in range(1, MAX_PIECES + 1))
+    + _PIECES_HOST.replace("$max_pieces", str(MAX_PIECES))
+)
+
+
 _FILL_SOURCE = '''@triton.jit
 def _fill_flat(dst_ptr, value_ptr, value, n, FROM_PTR: tl.constexpr, IS_FLOAT: tl.constexpr,
                DST: tl.constexpr, BLOCK: tl.constexpr):

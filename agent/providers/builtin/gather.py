@@ -6,8 +6,9 @@ Same request -> same text.
 
 How the generated kernels work:
 - cat/stack: the output is allocated once (dtype promoted as eager does, channels-last kept when
-  every input is channels-last) and each input is copied into its slice (a view) by the copy
-  family's strided, casting copy kernel, one launch per input;
+  every input is channels-last) and one launch of the copy family's piece kernel copies up to
+  four inputs into their places (each input's dims merged with its slice's, read through its own
+  strides); the plan (geometry, launch arguments) is cached per input shapes/strides/dtypes;
 - embedding: a [rows x embedding_dim] tile per program, each row reading `weight[index]`
   through the weight's strides;
 - index_select: the input (made contiguous) is read as [outer, size, inner]; a tile of
@@ -23,7 +24,7 @@ from string import Template
 from typing import TYPE_CHECKING
 
 from agent.providers.builtin import codegen
-from agent.providers.builtin.copy import COPY_SOURCE, PRELUDE
+from agent.providers.builtin.copy import COPY_SOURCE, PIECES_SOURCE, PRELUDE
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
@@ -184,50 +185,97 @@ def _promote(tensors):
     return dtype
 
 
-def _cat(tensors, dim=0):
-    tensors = list(tensors)
-    if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+_PLANS = {}  # (op, dim, each input's shape/strides/dtype, device) -> run(tensors)
+
+
+def _planned(key, make, tensors):
+    run = _PLANS.get(key)
+    if run is None:
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        run = _PLANS[key] = make()
+    return run(tensors)
+
+
+def _pieces_run(shape, fmt, dtype, device, pieces):
+    """run(tensors): allocate the output, copy every piece into it (one launch per MAX_PIECES)."""
+    out_strides = torch.empty(shape, dtype=dtype, device="meta", memory_format=fmt).stride()
+    launches, leftovers = _pieces_plan(pieces)
+
+    def run(tensors):
+        out = torch.empty_strided(shape, out_strides, dtype=dtype, device=device)
+        for grid, indices, ints, consts in launches:
+            _launch_pieces(grid, out, [tensors[i] for i in indices], ints, consts)
+        for index, piece_shape, _, dst_strides, offset in leftovers:
+            _strided_copy(out.as_strided(piece_shape, dst_strides, out.storage_offset() + offset),
+                          tensors[index])
+        return out
+
+    return run
+
+
+def _cat_plan(tensors, dim):
     dtype = _promote(tensors)
+    device = tensors[0].device
     # ATen skips legacy empty 1-D tensors (shape [0]) when the others have more dims
-    parts = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
+    parts = [i for i, t in enumerate(tensors) if not (t.dim() == 1 and t.shape[0] == 0)]
     if not parts:
-        return torch.empty((0,), dtype=dtype, device=tensors[0].device)
-    ref = parts[0]
+        return _pieces_run([0], torch.contiguous_format, dtype, device, [])
+    ref = tensors[parts[0]]
     dim = _wrap_dim(dim, ref.dim())
     shape = list(ref.shape)
-    shape[dim] = sum(t.shape[dim] for t in parts)
-    for t in parts:
-        if t.dim() != ref.dim() or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != dim):
+    shape[dim] = sum(tensors[i].shape[dim] for i in parts)
+    for i in parts:
+        t = tensors[i]
+        if t.device != device:
+            raise RuntimeError("torch.cat(): all input tensors must be on the same device")
+        if t.dim() != ref.dim() or any(a != b for d, (a, b) in enumerate(zip(t.shape, ref.shape)) if d != dim):
             raise RuntimeError("torch.cat(): Sizes of tensors must match except in the concatenated dimension")
     channels_last = ref.dim() == 4 and all(
-        t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() for t in parts)
+        tensors[i].is_contiguous(memory_format=torch.channels_last) and not tensors[i].is_contiguous()
+        for i in parts)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    out = torch.empty(shape, dtype=dtype, device=ref.device, memory_format=fmt)
-    offset = 0
-    for t in parts:
+    out_strides = torch.empty(shape, device="meta", memory_format=fmt).stride()
+    pieces, offset = [], 0
+    for i in parts:
+        t = tensors[i]
         size = t.shape[dim]
-        if size:
-            _strided_copy(out.narrow(dim, offset, size), t)
+        if t.numel():
+            pieces.append((i, list(t.shape), list(t.stride()), list(out_strides), offset * out_strides[dim]))
         offset += size
-    return out
+    return _pieces_run(shape, fmt, dtype, device, pieces)
 
 
-def _stack(tensors, dim=0):
-    tensors = list(tensors)
+def _cat(tensors, dim=0):
     if not tensors:
-        raise RuntimeError("stack expects a non-empty TensorList")
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    key = ("cat", dim, tensors[0].device, *[(t.shape, t.stride(), t.dtype) for t in tensors])
+    return _planned(key, lambda: _cat_plan(tensors, dim), tensors)
+
+
+def _stack_plan(tensors, dim):
     ref = tensors[0]
+    device = ref.device
     for t in tensors:
         if t.shape != ref.shape:
             raise RuntimeError("stack expects each tensor to be equal size")
+        if t.device != device:
+            raise RuntimeError("stack expects all tensors to be on the same device")
     dim = _wrap_dim(dim, ref.dim() + 1)
     shape = list(ref.shape)
     shape.insert(dim, len(tensors))
-    out = torch.empty(shape, dtype=_promote(tensors), device=ref.device)
-    for i, t in enumerate(tensors):
-        _strided_copy(out.select(dim, i), t)
-    return out
+    out_strides = list(torch.empty(shape, device="meta").stride())
+    step = out_strides.pop(dim)
+    pieces = [(i, list(t.shape), list(t.stride()), out_strides, i * step)
+              for i, t in enumerate(tensors) if t.numel()]
+    return _pieces_run(shape, torch.contiguous_format, _promote(tensors), device, pieces)
+
+
+def _stack(tensors, dim=0):
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    key = ("stack", dim, tensors[0].device, *[(t.shape, t.stride(), t.dtype) for t in tensors])
+    return _planned(key, lambda: _stack_plan(tensors, dim), tensors)
 '''
 
 _ENTRY = '''
@@ -265,8 +313,8 @@ _SPECS: dict[str, tuple[str, str]] = {
 }
 
 _PLAN = (
-    "Plan: cat/stack copy each input into its slice of one output with a strided, casting copy "
-    "kernel; embedding and index_select read whole rows picked by the index in 2-D tiles; gather "
+    "Plan: cat/stack copy up to four inputs into their slices of one output in one launch of a "
+    "strided, casting piece-copy kernel; embedding and index_select read whole rows picked by the index in 2-D tiles; gather "
     "is one flat launch over the index, the source addressed through its strides. Indices and "
     "offsets are int64."
 )
@@ -284,6 +332,7 @@ def _write(request: KernelRequest) -> str | None:
         ),
         Template(PRELUDE).substitute(conservative=str(variant >= 1)),
         COPY_SOURCE,
+        PIECES_SOURCE,
         _INDEX_SOURCE,
         Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
     )

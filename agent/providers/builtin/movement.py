@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from agent.providers.builtin import codegen
+from agent.providers.builtin.copy import PIECES_SOURCE
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
@@ -91,6 +92,15 @@ def _block1(n):
     """(BLOCK, num_warps) for a flat launch over n elements."""
     cap = _tile_cap() if _INTERPRET else (256 if _CONSERVATIVE else 1024)
     return max(32, min(_pow2(n), cap)), 4
+
+
+def _contiguous_strides(shape):
+    """Row-major strides of `shape` (what torch.empty gives)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return strides[::-1]
 
 
 def _scalar_for(value, dtype):
@@ -158,31 +168,65 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
              mask=out_mask)
 
 
-def _map(x, x_strides, out, plan, wrap, fill=None):
-    """Fill `out` (any strides) from `x`; plan[d] = (n_out, n_in, off, step) per dim of out."""
+def _map_args(x_strides, out_shape, out_strides, plan, wrap, fill):
+    """(grid, ints, consts) for `_map_kernel` (plan[d] = (n_out, n_in, off, step) per dim of
+    out), or None when out is empty."""
     nd = len(plan)
     if nd > 6:
         raise NotImplementedError(f"{_OP}: more than 6 dims are not supported by this kernel")
-    if out.numel() == 0:
-        return out
+    if _prod(out_shape) == 0:
+        return None
     pad = 6 - nd
     sizes = [1] * pad + [p[0] for p in plan]
     ins = [1] * pad + [p[1] for p in plan]
     offs = [0] * pad + [p[2] for p in plan]
     steps = [1] * pad + [p[3] for p in plan]
     xs = [0] * pad + list(x_strides)
-    qs = [0] * pad + list(out.stride())
+    qs = [0] * pad + list(out_strides)
     rows = _prod(sizes[:5])
     cols = sizes[5]
     col_ident = offs[5] == 0 and steps[5] == 1 and ins[5] == sizes[5]
     block_r, block_c, warps = _tile2(rows, cols)
     ncb = _cdiv(cols, block_c)
-    _map_kernel[(_cdiv(rows, block_r) * ncb,)](
-        x, out, rows, ncb, 0 if fill is None else fill,
-        *sizes, *ins, *offs, *steps, *xs, *qs,
-        WRAP=wrap, FILL=fill is not None, COL_IDENT=col_ident,
-        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    ints = (rows, ncb, 0 if fill is None else fill, *sizes, *ins, *offs, *steps, *xs, *qs)
+    consts = dict(WRAP=wrap, FILL=fill is not None, COL_IDENT=col_ident,
+                  BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    return (_cdiv(rows, block_r) * ncb,), ints, consts
+
+
+def _map(x, x_strides, out, plan, wrap, fill=None):
+    """Fill `out` (any strides) from `x`; plan[d] = (n_out, n_in, off, step) per dim of out."""
+    args = _map_args(x_strides, list(out.shape), list(out.stride()), plan, wrap, fill)
+    if args is not None:
+        grid, ints, consts = args
+        _map_kernel[grid](x, out, *ints, **consts)
     return out
+
+
+_RUNS = {}  # (op, geometry, arguments) -> run(x): the launches, planned once
+
+
+def _planned(key, make):
+    run = _RUNS.get(key)
+    if run is None:
+        if len(_RUNS) >= 256:
+            _RUNS.clear()
+        run = _RUNS[key] = make()
+    return run
+
+
+def _map_run(x_strides, plan, wrap, fill, dtype, device):
+    """run(x) -> a new contiguous output filled by one `_map_kernel` launch."""
+    shape = [p[0] for p in plan]
+    args = _map_args(x_strides, shape, _contiguous_strides(shape), plan, wrap, fill)
+
+    def run(x):
+        out = torch.empty(shape, dtype=dtype, device=device)
+        if args is not None:
+            _map_kernel[args[0]](x, out, *args[1], **args[2])
+        return out
+
+    return run
 
 
 def _copy_into(dst, src):
@@ -194,7 +238,11 @@ def _copy_into(dst, src):
 _MAP_OPS = """
 
 def _constant_pad_nd(self, pad, value=0):
-    pad = list(pad)
+    key = ("pad", self.shape, self.stride(), self.dtype, self.device, tuple(pad), value)
+    return _planned(key, lambda: _pad_plan(self, list(pad), value))(self)
+
+
+def _pad_plan(self, pad, value):
     if len(pad) % 2 != 0:
         raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
     if len(pad) // 2 > self.dim():
@@ -208,11 +256,30 @@ def _constant_pad_nd(self, pad, value=0):
         if n_out < 0:
             raise RuntimeError(f"The input size {n_in}, plus negative padding {lo} and {hi} resulted in a negative output size")
         plan.append((n_out, n_in, lo, 1))
-    out = torch.empty([p[0] for p in plan], dtype=self.dtype, device=self.device)
-    return _map(self, list(self.stride()), out, plan, wrap=False, fill=_scalar_for(value, self.dtype))
+    shape = list(self.shape)
+    if not any(pad) and self.numel() > 0:
+        # no padding: a plain copy (dims merged, so a dense input is one flat, vectorized pass)
+        launches, leftovers = _pieces_plan([(0, shape, list(self.stride()), _contiguous_strides(shape), 0)])
+        if not leftovers:
+            dtype, device = self.dtype, self.device
+
+            def run(x):
+                out = torch.empty(shape, dtype=dtype, device=device)
+                for grid, _, ints, consts in launches:
+                    _launch_pieces(grid, out, [x], ints, consts)
+                return out
+
+            return run
+    return _map_run(list(self.stride()), plan, False, _scalar_for(value, self.dtype), self.dtype, self.device)
 
 
 def _slice_backward(grad_output, input_sizes, dim, start, end, step):
+    key = ("slice", grad_output.shape, grad_output.stride(), grad_output.dtype, grad_output.device,
+           tuple(input_sizes), dim, start, step)
+    return _planned(key, lambda: _slice_backward_plan(grad_output, input_sizes, dim, start, step))(grad_output)
+
+
+def _slice_backward_plan(grad_output, input_sizes, dim, start, step):
     sizes = [int(s) for s in input_sizes]
     dim = _wrap_dim(dim, len(sizes))
     if step <= 0:
@@ -223,12 +290,17 @@ def _slice_backward(grad_output, input_sizes, dim, start, end, step):
     start = min(max(start, 0), size)
     plan = [(s, s, 0, 1) for s in sizes]
     plan[dim] = (size, grad_output.shape[dim], start, step)
-    out = torch.empty(sizes, dtype=grad_output.dtype, device=grad_output.device)
-    return _map(grad_output, list(grad_output.stride()), out, plan, wrap=False,
-                fill=_scalar_for(0, out.dtype))
+    return _map_run(list(grad_output.stride()), plan, False, _scalar_for(0, grad_output.dtype),
+                    grad_output.dtype, grad_output.device)
 
 
 def _select_backward(grad_output, input_sizes, dim, index):
+    key = ("select", grad_output.shape, grad_output.stride(), grad_output.dtype, grad_output.device,
+           tuple(input_sizes), dim, index)
+    return _planned(key, lambda: _select_backward_plan(grad_output, input_sizes, dim, index))(grad_output)
+
+
+def _select_backward_plan(grad_output, input_sizes, dim, index):
     sizes = [int(s) for s in input_sizes]
     dim = _wrap_dim(dim, len(sizes))
     size = sizes[dim]
@@ -239,11 +311,16 @@ def _select_backward(grad_output, input_sizes, dim, index):
     strides.insert(dim, 0)  # grad_output seen with a size-1 dim at `dim`
     plan = [(s, s, 0, 1) for s in sizes]
     plan[dim] = (size, 1, index, 1)
-    out = torch.empty(sizes, dtype=grad_output.dtype, device=grad_output.device)
-    return _map(grad_output, strides, out, plan, wrap=False, fill=_scalar_for(0, out.dtype))
+    return _map_run(strides, plan, False, _scalar_for(0, grad_output.dtype), grad_output.dtype,
+                    grad_output.device)
 
 
 def _repeat(self, repeats):
+    key = ("repeat", self.shape, self.stride(), self.dtype, self.device, tuple(repeats))
+    return _planned(key, lambda: _repeat_plan(self, repeats))(self)
+
+
+def _repeat_plan(self, repeats):
     repeats = [int(r) for r in repeats]
     if len(repeats) < self.dim():
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
@@ -253,30 +330,39 @@ def _repeat(self, repeats):
     in_shape = [1] * pad + list(self.shape)
     strides = [0] * pad + list(self.stride())
     plan = [(n * r, n, 0, 1) for n, r in zip(in_shape, repeats)]
-    out = torch.empty([p[0] for p in plan], dtype=self.dtype, device=self.device)
-    return _map(self, strides, out, plan, wrap=True)
+    return _map_run(strides, plan, True, None, self.dtype, self.device)
 
 
 def _roll(self, shifts, dims=()):
+    if not dims:
+        return _roll_flat(self, shifts)
+    key = ("roll", self.shape, self.stride(), self.dtype, self.device, tuple(shifts), tuple(dims))
+    return _planned(key, lambda: _roll_plan(self, shifts, dims))(self)
+
+
+def _roll_flat(self, shifts):
     shifts = [int(s) for s in shifts]
-    dims = [int(d) for d in dims]
     out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
     if out.numel() == 0:
         return out
-    if not dims:
-        if len(shifts) != 1:
-            raise RuntimeError(f"`shifts` required to be of size 1 when `dims` is empty, got {len(shifts)}")
-        x = self.contiguous()
-        n = x.numel()
-        flat = out.view(-1)
-        return _map(x, [1], flat, [(n, n, shifts[0] % n, 1)], wrap=True).view(self.shape)
+    if len(shifts) != 1:
+        raise RuntimeError(f"`shifts` required to be of size 1 when `dims` is empty, got {len(shifts)}")
+    x = self.contiguous()
+    n = x.numel()
+    flat = out.view(-1)
+    return _map(x, [1], flat, [(n, n, shifts[0] % n, 1)], wrap=True).view(self.shape)
+
+
+def _roll_plan(self, shifts, dims):
+    shifts = [int(s) for s in shifts]
+    dims = [int(d) for d in dims]
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
     total = [0] * self.dim()
     for s, d in zip(shifts, dims):
         total[_wrap_dim(d, self.dim())] += s
-    plan = [(n, n, total[d] % n, 1) for d, n in enumerate(self.shape)]
-    return _map(self, list(self.stride()), out, plan, wrap=True)
+    plan = [(n, n, total[d] % n if n else 0, 1) for d, n in enumerate(self.shape)]
+    return _map_run(list(self.stride()), plan, True, None, self.dtype, self.device)
 """
 
 # ---------------------------------------------------------------- advanced indexing
@@ -414,37 +500,71 @@ def _index_plan(sizes, strides, indices):
 
 
 def _launch_index(x, plan, y, y_strides, mode):
+    args = _index_args(plan, y_strides, mode)
+    if args is not None:
+        tensors = [t for t, _, _, _ in plan[2]]
+        _index_launch(x, y, tensors, args)
+
+
+def _index_launch(x, y, tensors, args):
+    grid, slots, ints, consts = args
+    _index_kernel[grid](x, y, tensors[slots[0]], tensors[slots[1]], tensors[slots[2]], *ints,
+                        **consts)
+
+
+def _index_args(plan, y_strides, mode):
+    """(grid, index tensor slots, ints, consts) for `_index_kernel`; None for an empty result."""
     shape, xs, pieces = plan
     nd = len(shape)
     if nd > 6:
         raise NotImplementedError(f"{_OP}: results with more than 6 dims are not supported by this kernel")
     if _prod(shape) == 0:
-        return
+        return None
     pad = 6 - nd
     shape = [1] * pad + list(shape)
     xs = [0] * pad + list(xs)
     ys = [0] * pad + list(y_strides)
-    idx = [([0] * pad + list(ts), t, n, st) for t, ts, n, st in pieces]
+    idx = [([0] * pad + list(ts), k, n, st) for k, (_, ts, n, st) in enumerate(pieces)]
     while len(idx) < 3:  # unused slots: point at the first index, never read
-        idx.append(([0] * 6, idx[0][1], 1, 0))
+        idx.append(([0] * 6, 0, 1, 0))
     rows = _prod(shape[:5])
     cols = shape[5]
     idx_cols = any(ts[5] != 0 for ts, _, _, _ in idx[: len(pieces)])
     block_r, block_c, warps = _tile2(rows, cols)
     ncb = _cdiv(cols, block_c)
-    _index_kernel[(_cdiv(rows, block_r) * ncb,)](
-        x, y, idx[0][1], idx[1][1], idx[2][1], rows, ncb,
-        *shape, *xs, *ys, *idx[0][0], *idx[1][0], *idx[2][0],
-        idx[0][2], idx[1][2], idx[2][2], idx[0][3], idx[1][3], idx[2][3],
-        NIDX=len(pieces), MODE=mode, IDX_COLS=idx_cols,
-        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    ints = (rows, ncb, *shape, *xs, *ys, *idx[0][0], *idx[1][0], *idx[2][0],
+            idx[0][2], idx[1][2], idx[2][2], idx[0][3], idx[1][3], idx[2][3])
+    consts = dict(NIDX=len(pieces), MODE=mode, IDX_COLS=idx_cols,
+                  BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    return (_cdiv(rows, block_r) * ncb,), (idx[0][1], idx[1][1], idx[2][1]), ints, consts
+
+
+_INDEX_RUNS = {}  # (geometry, index geometries) -> run(self, index tensors)
 
 
 def _index(self, indices):
+    key = (self.shape, self.stride(), self.dtype, self.device,
+           *[None if t is None else (t.shape, t.stride(), t.dtype) for t in indices])
+    run = _INDEX_RUNS.get(key)
+    if run is None:
+        if len(_INDEX_RUNS) >= 256:
+            _INDEX_RUNS.clear()
+        run = _INDEX_RUNS[key] = _index_run(self, indices)
+    return run(self, [t for t in indices if t is not None])
+
+
+def _index_run(self, indices):
     plan = _index_plan(list(self.shape), list(self.stride()), indices)
-    out = torch.empty(plan[0], dtype=self.dtype, device=self.device)
-    _launch_index(self, plan, out, list(out.stride()), 0)
-    return out
+    shape, dtype, device = plan[0], self.dtype, self.device
+    args = _index_args(plan, _contiguous_strides(shape), 0)
+
+    def run(x, tensors):
+        out = torch.empty(shape, dtype=dtype, device=device)
+        if args is not None:
+            _index_launch(x, out, tensors, args)
+        return out
+
+    return run
 
 
 def _index_put(self, indices, values, accumulate, inplace):
@@ -638,8 +758,8 @@ class _Spec:
 
 _SPECS: dict[str, _Spec] = {
     "constant_pad_nd.default": _Spec(
-        "constant padding (negative pads crop)",
-        (MAP_SOURCE, _MAP_OPS),
+        "constant padding (negative pads crop; no padding is a plain copy)",
+        (MAP_SOURCE, PIECES_SOURCE, _MAP_OPS),
         "def _op(self, pad, value=0):\n    return _constant_pad_nd(self, pad, value)",
     ),
     "slice_backward.default": _Spec(

@@ -105,8 +105,33 @@ def _prod(values):
     return p
 
 
+def _strided_outer(x, dims):
+    """(outer, R, inner, outer stride) when the reduced dims and the dims after them form one
+    dense row-major block and the dims before them step through memory with one stride (e.g. the
+    last position of a [batch, seq, vocab] slice); None otherwise."""
+    shape, strides = x.shape, x.stride()
+    eff = [d for d in range(x.dim()) if shape[d] != 1]
+    pos = [i for i, d in enumerate(eff) if d in dims]
+    if not pos or pos != list(range(pos[0], pos[-1] + 1)):
+        return None
+    expect = 1
+    for d in reversed(eff[pos[0]:]):
+        if strides[d] != expect:
+            return None
+        expect *= shape[d]
+    before = eff[: pos[0]]
+    for a, b in zip(before, before[1:]):
+        if strides[a] != strides[b] * shape[b]:
+            return None
+    red = _prod(shape[d] for d in eff[pos[0] : pos[-1] + 1])
+    inner = _prod(shape[d] for d in eff[pos[-1] + 1 :])
+    outer = _prod(shape[d] for d in before)
+    return outer, red, inner, strides[before[-1]] if before else red * inner
+
+
 def _as_outer_r_inner(x, dims, logical_order):
-    """(perm, outer, R, inner): the tensor's memory read as a row-major [outer, R, inner].
+    """(perm, outer, R, inner, outer stride): the tensor's memory read as [outer, R, inner], the
+    [R, inner] blocks dense and `outer stride` apart.
 
     perm None: the input itself when the layout allows it; otherwise the caller reads
     `x.permute(perm).contiguous()` (a copy, reduced dims last).
@@ -134,9 +159,13 @@ def _as_outer_r_inner(x, dims, logical_order):
         outer = _prod(shape[d] for d in seq[:first])
         red = _prod(shape[d] for d in seq[first:last])
         inner = _prod(shape[d] for d in seq[last:])
-        return None, outer, red, inner
+        return None, outer, red, inner, red * inner
+    strided = _strided_outer(x, dims)
+    if strided is not None:
+        return (None, *strided)
     kept = [d for d in range(x.dim()) if d not in dims]
-    return kept + list(dims), _prod(shape[d] for d in kept), _prod(shape[d] for d in dims), 1
+    red = _prod(shape[d] for d in dims)
+    return kept + list(dims), _prod(shape[d] for d in kept), red, 1, red
 
 
 def _row_blocks(rows, red, acc_bytes, target):
@@ -216,7 +245,7 @@ def _moments_finish(t1, t2, shift, offs, ok, out_ptr, out2_ptr, n_f, denom, KIND
 
 
 @triton.jit
-def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, CHUNK, NSPLIT, n_f, denom,
+def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, SO, CHUNK, NSPLIT, n_f, denom,
                   KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -227,13 +256,13 @@ def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, CHUNK, NSPLIT, n_
     end = tl.minimum(start + CHUNK, R)
     shift = tl.zeros([BLOCK_M], ACC)
     if SHIFTED:
-        shift = tl.load(x_ptr + rows * R, mask=row_ok, other=0).to(ACC)
+        shift = tl.load(x_ptr + rows * SO, mask=row_ok, other=0).to(ACC)
     s1 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
     s2 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
     for c0 in range(start, end, BLOCK_N):
         cols = c0 + tl.arange(0, BLOCK_N)
         m = row_ok[:, None] & (cols[None, :] < end)
-        v = tl.load(x_ptr + rows[:, None] * R + cols[None, :], mask=m, other=0).to(ACC)
+        v = tl.load(x_ptr + rows[:, None] * SO + cols[None, :], mask=m, other=0).to(ACC)
         if KIND >= 2:
             v = tl.where(m, v - shift[:, None], 0)
             s2 += v * v
@@ -249,7 +278,8 @@ def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, CHUNK, NSPLIT, n_
 
 
 @triton.jit
-def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, CHUNK, NSPLIT, NIB, n_f, denom,
+def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, SO, CHUNK, NSPLIT, NIB, n_f,
+                  denom,
                   KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
                   BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
     pid = tl.program_id(0)
@@ -257,7 +287,7 @@ def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, CHUNK, NSPLIT, N
     o = (pid // NIB).to(tl.int64)
     i = (pid % NIB).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
     i_ok = i < INNER
-    base = x_ptr + o * R * INNER
+    base = x_ptr + o * SO
     start = pid_s.to(tl.int64) * CHUNK
     end = tl.minimum(start + CHUNK, R)
     shift = tl.zeros([BLOCK_I], ACC)
@@ -285,7 +315,7 @@ def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, CHUNK, NSPLIT, N
 
 
 @triton.jit
-def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, INNER, NSPLIT, n_f, denom,
+def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, SO, INNER, NSPLIT, n_f, denom,
                      KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -297,7 +327,7 @@ def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, INNER, NSPLIT,
     t2 = tl.sum(tl.load(part_ptr + slot + 1, mask=m, other=0), axis=1)
     shift = tl.zeros([BLOCK_M], ACC)
     if SHIFTED:
-        first = (rows // INNER) * R * INNER + rows % INNER
+        first = (rows // INNER) * SO + rows % INNER
         shift = tl.load(x_ptr + first, mask=ok, other=0).to(ACC)
     _moments_finish(t1, t2, shift, rows, ok, out_ptr, out2_ptr, n_f, denom, KIND)
 
@@ -327,47 +357,51 @@ def _moments_plan(x, dims, keepdim, out_dtype, kind, correction):
             return (out, torch.empty(shape, dtype=out_dtype, device=device)) if two else out
 
         return empty_run
-    perm, outer, red, inner = _as_outer_r_inner(x, dims, logical_order=False)
+    perm, outer, red, inner, so = _as_outer_r_inner(x, dims, logical_order=False)
     n_f = float(red)
     denom = float(max(red - correction, 0))
     acc_tl = _tl_dtype(acc)
     size = acc.itemsize
     target = _target_programs(x)
     shifted = kind >= 2 and red > 0  # var/std: sums shifted by the first element of each row
-    launches = []
     if inner == 1:
         block_m, block_n = _row_blocks(outer, red, size, target)
         tiles = _cdiv(outer, block_m)
         nsplit, chunk = _split(tiles, red, block_n, target)
-        n_part = outer * nsplit * 2 if nsplit > 1 else 1
-        launches.append((_moments_rows[(tiles, nsplit)], (outer, red, chunk, nsplit, n_f, denom),
-                         dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1,
-                              BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))))
+        ints = (outer, red, so, chunk, nsplit, n_f, denom)
+        consts = dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1,
+                      BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))
         rows_total = outer
     else:
         block_r, block_i = _col_blocks(inner, red, size)
         nib = _cdiv(inner, block_i)
         tiles = outer * nib
         nsplit, chunk = _split(tiles, red, block_r, target)
-        n_part = outer * inner * nsplit * 2 if nsplit > 1 else 1
-        launches.append((_moments_cols[(tiles, nsplit)], (inner, red, chunk, nsplit, nib, n_f, denom),
-                         dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1,
-                              BLOCK_R=block_r, BLOCK_I=block_i, num_warps=_warps(block_r * block_i))))
+        ints = (inner, red, so, chunk, nsplit, nib, n_f, denom)
+        consts = dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1,
+                      BLOCK_R=block_r, BLOCK_I=block_i, num_warps=_warps(block_r * block_i))
         rows_total = outer * inner
+    grid = (tiles, nsplit)
+    rows_kernel = inner == 1
+    n_part = rows_total * nsplit * 2 if nsplit > 1 else 1
     if nsplit > 1:
         block_s = max(2, _pow2(nsplit))
         block_m = max(1, min(_pow2(rows_total), 4096 // block_s))
-        launches.append((_moments_combine[(_cdiv(rows_total, block_m),)],
-                         (rows_total, red, inner, nsplit, n_f, denom),
-                         dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, BLOCK_M=block_m, BLOCK_S=block_s)))
+        grid2 = (_cdiv(rows_total, block_m),)
+        ints2 = (rows_total, so, inner, nsplit, n_f, denom)
+        consts2 = dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, BLOCK_M=block_m, BLOCK_S=block_s)
 
     def run(x):
         out = torch.empty(shape, dtype=out_dtype, device=device)
         out2 = torch.empty(shape, dtype=out_dtype, device=device) if two else out
         xv = x if perm is None else x.permute(perm).contiguous()
         part = torch.empty((n_part,), dtype=acc, device=device) if n_part > 1 else out
-        for launch, ints, consts in launches:
-            launch(xv, out, out2, part, *ints, **consts)
+        if rows_kernel:
+            _moments_rows[grid](xv, out, out2, part, *ints, **consts)
+        else:
+            _moments_cols[grid](xv, out, out2, part, *ints, **consts)
+        if n_part > 1:
+            _moments_combine[grid2](xv, out, out2, part, *ints2, **consts2)
         return (out, out2) if two else out
 
     return run
@@ -418,7 +452,7 @@ def _extremes_store(val, idx, offs, ok, out_ptr, idx_ptr, part_v, part_i, pid_s,
 
 
 @triton.jit
-def _extremes_rows(x_ptr, out_ptr, idx_ptr, part_v, part_i, ROWS, R, CHUNK, NSPLIT,
+def _extremes_rows(x_ptr, out_ptr, idx_ptr, part_v, part_i, ROWS, R, SO, CHUNK, NSPLIT,
                    INIT: tl.constexpr, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr,
                    ACC: tl.constexpr, SPLIT: tl.constexpr, WANT_VAL: tl.constexpr,
                    WANT_IDX: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -433,7 +467,7 @@ def _extremes_rows(x_ptr, out_ptr, idx_ptr, part_v, part_i, ROWS, R, CHUNK, NSPL
     for c0 in range(start, end, BLOCK_N):
         cols = c0 + tl.arange(0, BLOCK_N)
         m = row_ok[:, None] & (cols[None, :] < end)
-        v = tl.load(x_ptr + rows[:, None] * R + cols[None, :], mask=m, other=0).to(ACC)
+        v = tl.load(x_ptr + rows[:, None] * SO + cols[None, :], mask=m, other=0).to(ACC)
         take = _better(v, best, IS_MAX) & m
         best = tl.where(take, v, best)
         bidx = tl.where(take, cols[None, :], bidx)
@@ -443,7 +477,7 @@ def _extremes_rows(x_ptr, out_ptr, idx_ptr, part_v, part_i, ROWS, R, CHUNK, NSPL
 
 
 @triton.jit
-def _extremes_cols(x_ptr, out_ptr, idx_ptr, part_v, part_i, INNER, R, CHUNK, NSPLIT, NIB,
+def _extremes_cols(x_ptr, out_ptr, idx_ptr, part_v, part_i, INNER, R, SO, CHUNK, NSPLIT, NIB,
                    INIT: tl.constexpr, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr,
                    ACC: tl.constexpr, SPLIT: tl.constexpr, WANT_VAL: tl.constexpr,
                    WANT_IDX: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
@@ -452,7 +486,7 @@ def _extremes_cols(x_ptr, out_ptr, idx_ptr, part_v, part_i, INNER, R, CHUNK, NSP
     o = (pid // NIB).to(tl.int64)
     i = (pid % NIB).to(tl.int64) * BLOCK_I + tl.arange(0, BLOCK_I)
     i_ok = i < INNER
-    base = x_ptr + o * R * INNER
+    base = x_ptr + o * SO
     start = pid_s.to(tl.int64) * CHUNK
     end = tl.minimum(start + CHUNK, R)
     best = tl.full([BLOCK_R, BLOCK_I], INIT, ACC)
@@ -489,19 +523,38 @@ def _extremes_combine(out_ptr, idx_ptr, part_v, part_i, ROWS, R, NSPLIT,
         tl.store(idx_ptr + rows, idx, mask=ok)
 
 
+_EXTREME_RUNS = {}  # (geometry, arguments) -> run(x): the launches, planned once
+
+
 def _extremes(x, dims, keepdim, is_max, want_val, want_idx, logical_order=False):
     """Max/min of `x` over `dims`: returns (values or None, indices or None)."""
+    key = (x.shape, x.stride(), x.dtype, x.device, tuple(dims), keepdim, is_max, want_val,
+           want_idx, logical_order)
+    run = _EXTREME_RUNS.get(key)
+    if run is None:
+        if len(_EXTREME_RUNS) >= 256:
+            _EXTREME_RUNS.clear()
+        run = _EXTREME_RUNS[key] = _extremes_plan(x, dims, keepdim, is_max, want_val, want_idx,
+                                                  logical_order)
+    return run(x)
+
+
+def _extremes_plan(x, dims, keepdim, is_max, want_val, want_idx, logical_order):
+    """Everything about the launches that depends only on the geometry, as a `run(x)`."""
     if x.is_complex():
         raise RuntimeError("max/min are not defined for complex tensors")
     shape = _out_shape(list(x.shape), dims, keepdim)
-    out = torch.empty(shape, dtype=x.dtype, device=x.device) if want_val else None
-    idx = torch.empty(shape, dtype=torch.int64, device=x.device) if want_idx else None
+    device = x.device
     red_numel = _prod(x.shape[d] for d in dims)
     if red_numel == 0:
         raise IndexError("max(): Expected reduction dim to have non-zero size")
-    numel = (out if want_val else idx).numel()
-    if numel == 0:
-        return out, idx
+    if _prod(shape) == 0:
+        def empty_run(x):
+            out = torch.empty(shape, dtype=x.dtype, device=device) if want_val else None
+            idx = torch.empty(shape, dtype=torch.int64, device=device) if want_idx else None
+            return out, idx
+
+        return empty_run
     is_float = x.dtype.is_floating_point
     acc = x.dtype if x.dtype == torch.float64 else (torch.float32 if is_float else torch.int64)
     acc_tl = _tl_dtype(acc)
@@ -509,10 +562,7 @@ def _extremes(x, dims, keepdim, is_max, want_val, want_idx, logical_order=False)
         init = float("-inf") if is_max else float("inf")
     else:
         init = -(2**63) if is_max else 2**63 - 1
-    perm, outer, red, inner = _as_outer_r_inner(x, dims, logical_order)
-    xv = x if perm is None else x.permute(perm).contiguous()
-    out_arg = out if want_val else idx
-    idx_arg = idx if want_idx else out_arg
+    perm, outer, red, inner, so = _as_outer_r_inner(x, dims, logical_order)
     size = acc.itemsize + 8
     target = _target_programs(x)
     flags = dict(INIT=init, IS_MAX=is_max, IS_FLOAT=is_float, ACC=acc_tl,
@@ -522,32 +572,49 @@ def _extremes(x, dims, keepdim, is_max, want_val, want_idx, logical_order=False)
         tiles = _cdiv(outer, block_m)
         nsplit, chunk = _split(tiles, red, block_n, target)
         rows_total = outer
+        ints = (outer, red, so, chunk, nsplit)
+        consts = dict(SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n,
+                      num_warps=_warps(block_m * block_n), **flags)
     else:
         block_r, block_i = _col_blocks(inner, red, size)
         nib = _cdiv(inner, block_i)
         tiles = outer * nib
         nsplit, chunk = _split(tiles, red, block_r, target)
         rows_total = outer * inner
-    n_part = rows_total * nsplit if nsplit > 1 else 1
-    part_v = torch.empty((n_part,), dtype=acc, device=x.device)
-    part_i = torch.empty((n_part,), dtype=torch.int64, device=x.device)
-    if inner == 1:
-        _extremes_rows[(tiles, nsplit)](
-            xv, out_arg, idx_arg, part_v, part_i, outer, red, chunk, nsplit,
-            SPLIT=nsplit > 1, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=_warps(block_m * block_n), **flags)
-    else:
-        _extremes_cols[(tiles, nsplit)](
-            xv, out_arg, idx_arg, part_v, part_i, inner, red, chunk, nsplit, nib,
-            SPLIT=nsplit > 1, BLOCK_R=block_r, BLOCK_I=block_i,
-            num_warps=_warps(block_r * block_i), **flags)
-    if nsplit > 1:
+        ints = (inner, red, so, chunk, nsplit, nib)
+        consts = dict(SPLIT=nsplit > 1, BLOCK_R=block_r, BLOCK_I=block_i,
+                      num_warps=_warps(block_r * block_i), **flags)
+    grid = (tiles, nsplit)
+    rows_kernel = inner == 1
+    n_part = rows_total * nsplit if nsplit > 1 else 0
+    if n_part:
         block_s = max(2, _pow2(nsplit))
         block_m = max(1, min(_pow2(rows_total), 4096 // block_s))
-        _extremes_combine[(_cdiv(rows_total, block_m),)](
-            out_arg, idx_arg, part_v, part_i, rows_total, red, nsplit,
-            BLOCK_M=block_m, BLOCK_S=block_s, **flags)
-    return out, idx
+        grid2 = (_cdiv(rows_total, block_m),)
+        ints2 = (rows_total, red, nsplit)
+        consts2 = dict(BLOCK_M=block_m, BLOCK_S=block_s, **flags)
+    out_dtype = x.dtype
+
+    def run(x):
+        out = torch.empty(shape, dtype=out_dtype, device=device) if want_val else None
+        idx = torch.empty(shape, dtype=torch.int64, device=device) if want_idx else None
+        out_arg = out if want_val else idx
+        idx_arg = idx if want_idx else out_arg
+        xv = x if perm is None else x.permute(perm).contiguous()
+        if n_part:
+            part_v = torch.empty((n_part,), dtype=acc, device=device)
+            part_i = torch.empty((n_part,), dtype=torch.int64, device=device)
+        else:
+            part_v = part_i = out_arg
+        if rows_kernel:
+            _extremes_rows[grid](xv, out_arg, idx_arg, part_v, part_i, *ints, **consts)
+        else:
+            _extremes_cols[grid](xv, out_arg, idx_arg, part_v, part_i, *ints, **consts)
+        if n_part:
+            _extremes_combine[grid2](out_arg, idx_arg, part_v, part_i, *ints2, **consts2)
+        return out, idx
+
+    return run
 '''
 
 
