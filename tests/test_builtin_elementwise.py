@@ -244,6 +244,100 @@ def test_fallback_variants_match_eager_on_strided_broadcast_inputs(variant: int)
     assert check("relu_.default", ["((T([5, 7, 9], f16, [1, 5, 35]),), {})"], variant) == []
 
 
+# ---------------------------------------------------------------- the wrapper's plan cache
+
+
+def _load(op: str, tmp_path: Path, variant: int = 0):
+    """The op's entry point and its module globals (the plan cache lives there)."""
+    fn = load_kernel(op, write(op, [], variant), tmp_path)
+    return fn, fn.__globals__
+
+
+def _same(got: torch.Tensor, want: torch.Tensor) -> None:
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+    assert got.shape == want.shape and got.dtype == want.dtype
+
+
+def test_plan_cache_tells_same_shapes_with_different_strides_apart(tmp_path: Path) -> None:
+    fn, _ = _load("add.Tensor", tmp_path)
+    y = torch.randn(6, 5)
+    for x in (
+        torch.randn(6, 5),  # contiguous: flat launch
+        torch.randn(5, 6).t(),  # transposed: dense, output laid out like it
+        torch.randn(6, 10)[:, ::2],  # non-dense: strided launch
+        torch.randn(6, 1).expand(6, 5),  # broadcast view (stride 0)
+    ):
+        _same(fn(x, y), x + y)
+        _same(fn(y, x), y + x)
+
+
+def test_plan_cache_tells_zero_dim_tensors_numbers_and_dtypes_in_one_slot_apart(
+    tmp_path: Path,
+) -> None:
+    fn, _ = _load("mul.Tensor", tmp_path)
+    for x in (torch.randn(4, 3).half(), torch.arange(12, dtype=torch.int32).view(4, 3)):
+        for other in (
+            torch.tensor(2.5),
+            2.5,
+            torch.tensor(3, dtype=torch.int64),
+            3,
+            True,
+            torch.tensor(1.5, dtype=torch.float64),
+            torch.full((4, 3), 2, dtype=torch.int16),
+        ):
+            _same(fn(x, other), torch.mul(x, other))
+
+
+def test_inplace_on_a_broadcast_input(tmp_path: Path) -> None:
+    fn, _ = _load("add_.Tensor", tmp_path)
+    small, big = torch.randn(1, 5), torch.randn(4, 5)
+    with pytest.raises(RuntimeError):
+        fn(small.clone(), big)  # self would have to grow, as eager refuses
+    x = big.clone()
+    assert fn(x, small) is x
+    _same(x, big + small)
+    x = big.clone()
+    other = torch.randn(5).expand(4, 5)  # stride-0 rows, read as a broadcast
+    fn(x, other)
+    _same(x, big + other)
+
+
+def test_out_overload_resizes_a_wrongly_shaped_out_on_every_call(tmp_path: Path) -> None:
+    fn, _ = _load("add.out", tmp_path)
+    x, y = torch.randn(5, 3), torch.randn(3)
+    for _ in range(2):
+        out = torch.empty(0)
+        assert fn(x, y, out=out) is out
+        _same(out, x + y)
+    assert fn(x, y, out=out) is out  # now the right shape: a cached plan
+    _same(out, x + y)
+
+
+def test_plan_cache_is_bounded_and_holds_no_tensors(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    fn, module = _load("sub.Tensor", tmp_path)
+    module["_MAX_PLANS"] = 4
+    refs = []
+    for n in range(1, 12):
+        x = torch.randn(n, 3)
+        _same(fn(x, torch.tensor(1.0)), x - 1.0)
+        refs.append(weakref.ref(x))
+        del x
+        assert len(module["_PLANS"]) <= 4
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_zero_element_and_tensor_subclass_inputs_match_eager(tmp_path: Path) -> None:
+    fn, _ = _load("mul.Tensor", tmp_path)
+    y = torch.randn(5)
+    _same(fn(torch.randn(0, 5), y), torch.randn(0, 5) * y)
+    p = torch.nn.Parameter(torch.randn(3, 5), requires_grad=False)  # keyed like a tensor
+    _same(fn(p, y), p.detach() * y)
+
+
 def test_result_type_matches_torch_for_tensors_zero_dim_tensors_and_scalars() -> None:
     module_fn = load_kernel(
         "add.Tensor", write("add.Tensor", []), Path(__import__("tempfile").mkdtemp())

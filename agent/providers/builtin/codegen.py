@@ -278,8 +278,8 @@ class _FastLaunch:
     Triton's launch path re-derives every argument's specialization, formats a cache key and looks
     the compiled kernel up on each call: 20-40 us of host time per launch on the lent H200's host,
     more than most torchbench cases take on the GPU. The key here covers everything Triton
-    specializes on, and more: tensor dtypes and 16-byte alignment, exact int and bool values, the
-    types of floats, keyword (constexpr and option) values, the current device. A miss goes through
+    specializes on, and more: tensor dtypes, devices and 16-byte alignment, exact int and bool
+    values, the types of floats, keyword (constexpr and option) values, the current device. A miss goes through
     Triton (compiling when needed), which returns the compiled kernel kept for the next call. Grids
     given as callables, non-CUDA tensors and unknown argument types always take Triton's own path;
     while a profiler's launch hooks are installed, nothing new is cached.
@@ -300,30 +300,23 @@ class _FastLaunch:
     def launch(self, grid, args, kwargs):
         if type(grid) is not tuple:
             return self.fn[grid](*args, **kwargs)
-        key = []
-        append = key.append
-        for a in args:
-            t = type(a)
-            if t is _T:
-                if not a.is_cuda:
-                    return self.fn[grid](*args, **kwargs)
-                append(a.dtype)
-                append(a.data_ptr() % 16 == 0)
-            elif t is int:
-                append(a)
-            elif t is float:
-                append(float)
-            elif t is bool or a is None or t in _VALUE_TYPES:
-                append((t, a))
-            else:
-                return self.fn[grid](*args, **kwargs)
-        if kwargs:
-            append(tuple(kwargs.items()))
-            append(tuple(map(type, kwargs.values())))
+        # one comprehension (this runs per launch, over up to ~40 arguments)
+        spec = [
+            (a.dtype, a.is_cuda, a.data_ptr() % 16 == 0)
+            if (t := type(a)) is _T
+            else a
+            if t is int
+            else float
+            if t is float
+            else (t, a)
+            for a in args
+        ]
         device = _current_device()
-        append(device)
-        key = tuple(key)
-        hit = self.cache.get(key)
+        key = (*spec, *kwargs.items(), *map(type, kwargs.values()), device)
+        try:
+            hit = self.cache.get(key)
+        except TypeError:  # an unhashable argument: Triton's own path
+            return self.fn[grid](*args, **kwargs)
         if hit is None:
             return self._miss(key, grid, args, kwargs)
         launcher, function, metadata, rest = hit
@@ -341,6 +334,12 @@ class _FastLaunch:
         compiled = self.fn[grid](*args, **kwargs)
         if compiled is None or not hasattr(compiled, "packed_metadata") or _hooks_set():
             return compiled
+        for a in args:  # only argument kinds whose specialization the key captures
+            t = type(a)
+            if (t is _T and not a.is_cuda) or not (
+                t in (_T, int, float, bool) or a is None or t in _VALUE_TYPES
+            ):
+                return compiled
         rest = tuple(self.params[len(args):])
         if any(name not in kwargs and default is _NO_DEFAULT for name, default in rest):
             return compiled

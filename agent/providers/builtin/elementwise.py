@@ -5,13 +5,15 @@ operands (broadcast together; a Python number in their place is accepted too), w
 scalars, which decide the result dtype (as `torch.result_type`), and a few lines of Triton that
 compute `out` from the loaded values. `render` turns a spec into a standalone kernel file:
 
-- the wrapper's own Python signature binds the call (the schema's names and defaults); the
-  result/compute dtypes are computed once per dtype signature (`_PLANS`), so a call does no
-  promotion logic. Host time is part of every measured call, so the hot path is short: contiguous
-  tensors of one shape, 0-d device tensors (read in-kernel) and numbers go straight to
-  `_kernel_flat`; everything else (broadcasting, strides) takes the general path below, whose
-  launch plan is cached per geometry (`_GEOMETRY`). The output is laid out like the first dense
-  input of the output's shape, or is `self` (in-place) / `out` (out=);
+- the wrapper's own Python signature binds the call (the schema's names and defaults). Host time
+  is part of every measured call, so everything a call decides (result and compute dtypes,
+  broadcast shape, output layout, dim merging, launch config, constexpr flags) is a launch plan
+  cached per call geometry (`_PLANS`, keyed by each operand's shape, strides, dtype and device or a
+  number's type; bounded). A repeated call builds that key, looks it up, allocates the output
+  (`torch.empty_strided`) and launches. The output is laid out like the first dense input of the
+  output's shape, or is `self` (in-place) / `out` (out=, resized as eager does); numbers, and 0-d
+  tensors on another device (a CPU scalar beside CUDA tensors), are passed by value, 0-d tensors
+  on the output's device are read in-kernel;
 - when every tensor operand is laid out exactly like a dense output (the common case) it launches
   `_kernel_flat`: index = offset, few arguments, vectorisable loads. Otherwise `_kernel`: the launch
   plan drops size-1 dims, walks the output's memory order and merges dims that every operand steps
@@ -213,13 +215,14 @@ def _helpers_for(body: str) -> list[str]:
 
 _RUNTIME = '''\
 _MAX_DIMS = 6
+_MAX_PLANS = 1024  # launch plans kept per file; the table is emptied when full
 _T = torch.Tensor
-_NUMBERS = (float, int, bool)
 _REQUIRED = object()  # marks a parameter without a default that follows one with a default
-_PLANS = {}  # dtype signature of a call -> _dtype_plan(...)
-_BROADCAST = {}  # operand shapes -> broadcast shape
-_GEOMETRY = {}  # (shape, out strides, operand shapes and strides) -> launch plan of `_kernel`
-_empty = torch.empty
+# call geometry -> launch plan (`_build`). The key holds, per operand, (shape, strides, dtype,
+# device) for a tensor or the type of a Python number, then the out= tensor's, then the values of
+# the parameters the result dtype reads: everything the plan depends on, and no tensor objects.
+_PLANS = {}
+_empty_strided = torch.empty_strided
 
 _FLOAT_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
 _INT_BITS = {torch.uint8: 8, torch.int8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64}
@@ -285,29 +288,6 @@ def _as_float(dtype):
     return dtype if dtype in _FLOAT_RANK else torch.get_default_dtype()
 
 
-def _operand(v, lead, kind):
-    """(pointer, value, mode) of a non-leading operand on the fast path, or None when it needs
-    the general path. Modes: 0 tensor laid out like `lead`, 1 number by value, 2 0-d tensor."""
-    if type(v) is _T:
-        if v.device != lead.device:
-            return None
-        if v.shape == lead.shape and v.is_contiguous():
-            return v, _scalar(0, kind), 0
-        if v.dim() == 0:
-            return v, _scalar(0, kind), 2
-        return None
-    if type(v) in _NUMBERS:
-        return lead, _scalar(v, kind), 1
-    return None
-
-
-def _kind(v):
-    """What decides a promote parameter's part in the result dtype (the dtype-plan cache key)."""
-    if isinstance(v, torch.Tensor):
-        return v.dtype, v.dim() > 0
-    return type(v)
-
-
 def _scalar(value, cdt):
     """A Python number as a kernel argument of the compute dtype's kind."""
     if value is None:
@@ -319,20 +299,12 @@ def _scalar(value, cdt):
     return int(value)
 
 
-def _device(operands):
-    tensors = [t for t in operands if isinstance(t, torch.Tensor)]
-    for t in tensors:
-        if t.dim() > 0:
-            return t.device
-    return tensors[0].device
-
-
-def _broadcast_shape(operands):
-    shapes = tuple(t.shape for t in operands if isinstance(t, torch.Tensor))
-    out = _BROADCAST.get(shapes)
-    if out is None:
-        out = _BROADCAST[shapes] = _broadcast_shapes(shapes)
-    return out
+def _key_of(v):
+    """An operand's part of the plan key when it is not exactly a torch.Tensor (the wrapper
+    inlines the exact-tensor case): a tensor subclass keys like a tensor, a number by its type."""
+    if isinstance(v, torch.Tensor):
+        return v.shape, v.stride(), v.dtype, v.device
+    return type(v)
 
 
 def _broadcast_shapes(shapes):
@@ -349,35 +321,48 @@ def _broadcast_shapes(shapes):
     return tuple(out)
 
 
-def _is_dense(t):
+def _is_contiguous(shape, strides):
+    """Row-major, ignoring size-1 dims (as Tensor.is_contiguous)."""
+    expect = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1 and stride != expect:
+            return False
+        expect *= size
+    return True
+
+
+def _is_dense(shape, strides):
     """Non-overlapping and dense: some permutation of the dims is contiguous."""
     expect = 1
-    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1):
+    for stride, size in sorted((st, n) for n, st in zip(shape, strides) if n != 1):
         if stride != expect:
             return False
         expect *= size
     return True
 
 
-def _new_output(operands, shape, dtype, device):
-    """Output laid out like the first dense operand of the output's shape (channels-last or
-    transposed inputs are then read and written in one order), else contiguous."""
-    for t in operands:
-        if isinstance(t, torch.Tensor) and t.shape == shape and t.device == device:
-            if t.is_contiguous():
+def _output_strides(tensors, shape, device):
+    """Strides of a new output: those of the first dense operand of the output's shape (channels-
+    last or transposed inputs are then read and written in one order), else contiguous."""
+    for t in tensors:
+        if tuple(t.shape) == shape and t.device == device:
+            strides = t.stride()
+            if _is_contiguous(shape, strides):
                 break
-            if _is_dense(t):
-                return torch.empty_strided(shape, t.stride(), dtype=dtype, device=device)
-    return torch.empty(shape, dtype=dtype, device=device)
+            if _is_dense(shape, strides):
+                return strides
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
-def _aligned_strides(t, shape):
-    """Strides of `t` broadcast to `shape` (0 along broadcast dims), without making a view."""
+def _aligned_strides(t_shape, t_strides, shape):
+    """Strides of a tensor broadcast to `shape` (0 along broadcast dims), without making a view."""
     strides = [0] * len(shape)
-    if t is None:
-        return strides
-    pad = len(shape) - t.dim()
-    for i, (size, stride) in enumerate(zip(t.shape, t.stride())):
+    pad = len(shape) - len(t_shape)
+    for i, (size, stride) in enumerate(zip(t_shape, t_strides)):
         if size != 1:
             strides[pad + i] = stride
     return strides
@@ -423,80 +408,133 @@ def _extent(sizes, strides):
     return sum((n - 1) * abs(s) for n, s in zip(sizes, strides))
 
 
-def _launch(out, operands, raw, scalars, cdt, consts):
-    """Run the kernel over every element of `out`; operands are tensors or Python numbers."""
-    n = out.numel()
-    if n == 0:
-        return out
-    shape = out.shape
-    device = out.device
-    tensors, values = [], []
-    for v, is_raw in zip(operands, raw):
-        if isinstance(v, torch.Tensor) and v.dim() == 0 and v.device != device:
-            v = v.item()  # a CPU scalar tensor beside GPU tensors, as eager allows: pass its value
-        kind = tl.int32 if is_raw else cdt
+def _converter(kind):
+    """The Python conversion `_scalar` applies for a kernel argument of `kind`."""
+    if kind is tl.float32 or kind is tl.float64:
+        return float
+    return bool if kind is tl.int1 else int
+
+
+def _build(key, operands, a, out):
+    """The launch plan of one call geometry, cached in `_PLANS` under `key`.
+
+    `out` is None (functional: the plan says how to allocate), `self` (in-place) or the out=
+    tensor. Returns (launch, cdt, shape, strides, dtype, device, grid, block, num_warps, mid)
+    followed by (mode, zero) per operand. launch: 0 nothing to do (no elements), 1 `_kernel_flat`,
+    2 `_kernel`, 3 contiguous copies first (`_launch_copies`). mid: the launch arguments from `n`
+    through IDX64. mode: None when the kernel reads the operand (a tensor on the output's device;
+    its value argument is `zero`), else how to turn the argument into a by-value kernel argument
+    (a number, or a 0-d tensor on another device such as a CPU scalar beside CUDA tensors).
+    """
+    out_dtype, cdt, _, _, zeros = _dtype_plan(a)
+    tensors = [v for v in operands if isinstance(v, torch.Tensor)]
+    if not tensors:
+        raise TypeError(f"{_OP}: expected a tensor operand")
+    shape = _broadcast_shapes([t.shape for t in tensors])
+    cache = True
+    if out is None:
+        device = next((t.device for t in tensors if t.dim() > 0), tensors[0].device)
+        strides = _output_strides(tensors, shape, device)
+        store_dtype = out_dtype
+    else:
+        if tuple(out.shape) != shape:
+            if _KIND == "inplace":
+                raise RuntimeError(
+                    f"{_OP}: result shape {shape} differs from self {tuple(out.shape)}"
+                )
+            out.resize_(shape)  # as eager does for out=; the key no longer matches: not cached
+            cache = False
+        device = out.device
+        strides = tuple(out.stride())
+        store_dtype = out.dtype
+    n = 1
+    for size in shape:
+        n *= size
+    modes, flags, strided = [], [], []
+    for v, raw, zero in zip(operands, _RAW, zeros):
+        conv = _converter(tl.int32 if raw else cdt)
         if isinstance(v, torch.Tensor):
-            tensors.append(v)
-            values.append(_scalar(0, kind))
+            if v.dim() == 0 and v.device != device:
+                modes.append(lambda t, conv=conv: conv(t.item()))  # e.g. a CPU scalar tensor
+                flags.append(1)
+            elif v.dim() == 0:
+                modes.append(None)  # read in-kernel at offset 0
+                flags.append(2)
+            elif v.device != device:
+                raise RuntimeError(f"{_OP}: expected all tensors on {device}, got {v.device}")
+            else:
+                modes.append(None)
+                flags.append(0)
+                strided.append(v)
+                continue
+        elif v is None:
+            modes.append(lambda t, zero=zero: zero)
+            flags.append(1)
         else:
-            tensors.append(None)
-            values.append(_scalar(v, kind))
-    is_float = cdt is tl.float32 or cdt is tl.float64  # the only float compute dtypes
-    scalar_flags = [t is None for t in tensors]
-    tail = [cdt, is_float, out.dtype == torch.bool]
-    # fast path (the common case): every tensor operand laid out exactly like a dense output
-    stride = out.stride()
-    if (out.is_contiguous() or _is_dense(out)) and all(
-        t is None or (t.shape == shape and t.stride() == stride) for t in tensors
-    ):
-        block, num_warps = _launch_config(n, device)
-        idx64 = n + block >= 2**31
-        args = [out] + [out if t is None else t for t in tensors] + values + list(scalars) + [n]
-        args += scalar_flags + tail + [idx64] + list(consts)
-        _kernel_flat[(triton.cdiv(n, block),)](*args, BLOCK=block, num_warps=num_warps)
-        return out
-    shape = tuple(shape)
-    target = out
-    plan = None
-    if not _CONTIGUOUS_INPUTS:
-        # the plan depends only on the geometry: cache it (calls repeat the same shapes)
-        key = (shape, stride, tuple(None if t is None else (t.shape, t.stride()) for t in tensors))
-        cached = _GEOMETRY.get(key)
-        if cached is None:
-            plan = _plan(shape, [_aligned_strides(t, shape) for t in [out] + tensors])
+            modes.append(conv)
+            flags.append(1)
+        strided.append(None)
+    grid = block = warps = None
+    mid = ()
+    launch = 0
+    if n:
+        block, warps = _launch_config(n, device)
+        grid = (-(-n // block),)
+        tail = (*flags, cdt, cdt is tl.float32 or cdt is tl.float64, store_dtype == torch.bool)
+        flat_mid = (n, *tail, n + block >= 2**31)
+        dense = _is_contiguous(shape, strides) or _is_dense(shape, strides)
+        if dense and all(
+            t is None or (tuple(t.shape) == shape and tuple(t.stride()) == strides)
+            for t in strided
+        ):
+            launch, mid = 1, flat_mid
+        else:
+            plan = None
+            if not _CONTIGUOUS_INPUTS:
+                plan = _plan(
+                    shape,
+                    [_aligned_strides(shape, strides, shape)]
+                    + [
+                        [0] * len(shape)
+                        if t is None
+                        else _aligned_strides(t.shape, t.stride(), shape)
+                        for t in strided
+                    ],
+                )
             if plan is not None:
-                ndim, sizes, strides, linear = plan
-                wide = any(_extent(sizes, st) >= 2**31 for st in strides)
-                flat_strides = [s for st in strides for s in st]
-                cached = _GEOMETRY[key] = (ndim, sizes, flat_strides, linear, wide)
-        if cached is not None:
-            ndim, sizes, flat_strides, linear, wide = cached
-            block, num_warps = _launch_config(n, device)
-            args = [out] + [out if t is None else t for t in tensors] + values + list(scalars)
-            args += [n] + sizes + flat_strides
-            args += [ndim] + linear + scalar_flags + tail + [wide or n + block >= 2**31] + list(consts)
-            _kernel[(triton.cdiv(n, block),)](*args, BLOCK=block, num_warps=num_warps)
-            return out
-    if plan is None:
-        # fallback: contiguous copies of the inputs (and a contiguous output), one flat loop
-        tensors = [
-            t if t is None or (tuple(t.shape) == shape and t.is_contiguous())
-            else t.expand(shape).contiguous()
-            for t in tensors
-        ]
-        if not out.is_contiguous():
-            target = torch.empty(shape, dtype=out.dtype, device=device)
-        plan = _plan(shape, [_aligned_strides(t, shape) for t in [target] + tensors])
-    ndim, sizes, strides, linear = plan
-    block, num_warps = _launch_config(n, device)
-    idx64 = n + block >= 2**31 or any(_extent(sizes, st) >= 2**31 for st in strides)
-    args = [target] + [target if t is None else t for t in tensors] + values + list(scalars)
-    args += [n] + sizes + [s for st in strides for s in st]
-    args += [ndim] + linear + scalar_flags + tail + [idx64] + list(consts)
-    _kernel[(triton.cdiv(n, block),)](*args, BLOCK=block, num_warps=num_warps)
-    if target is not out:
+                ndim, sizes, merged, linear = plan
+                wide = any(_extent(sizes, st) >= 2**31 for st in merged)
+                flat_strides = [s for st in merged for s in st]
+                idx64 = wide or n + block >= 2**31
+                launch, mid = 2, (n, *sizes, *flat_strides, ndim, *linear, *tail, idx64)
+            else:
+                copies = tuple(
+                    t is not None and not (tuple(t.shape) == shape and t.is_contiguous())
+                    for t in strided
+                )
+                launch, mid = 3, (copies, not _is_contiguous(shape, strides), flat_mid)
+    plan = (launch, cdt, shape, strides, out_dtype, device, grid, block, warps, mid)
+    for mode, zero in zip(modes, zeros):
+        plan += (mode, zero)
+    if cache:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _launch_copies(out, ptrs, values, scalars, consts, plan):
+    """Fallback launch: contiguous copies of the strided inputs (and a contiguous output when
+    `out` is not), then one flat loop; the output is copied back into `out`."""
+    shape, grid, block, warps = plan[2], plan[6], plan[7], plan[8]
+    copies, temp, mid = plan[9]
+    ptrs = [p.expand(shape).contiguous() if c else p for p, c in zip(ptrs, copies)]
+    target = torch.empty(shape, dtype=out.dtype, device=out.device) if temp else out
+    _kernel_flat[grid](
+        target, *ptrs, *values, *scalars, *mid, *consts, BLOCK=block, num_warps=warps
+    )
+    if temp:
         out.copy_(target)
-    return out
 '''
 
 
@@ -633,7 +671,7 @@ def _plain(expr: str) -> str:
 
 def _dtype_plan_source(spec: Elementwise) -> str:
     """`_dtype_plan(a)`: (out_dtype, cdt, is_float, out_bool, operand zero values), computed once
-    per dtype signature (the wrapper caches it in `_PLANS`)."""
+    per plan (`_build` calls it once per call geometry)."""
     promote = ", ".join(f'a["{p}"]' for p in spec.promote)
     zeros = ", ".join(f"_scalar(0, {'tl.int32' if o.raw else 'cdt'})" for o in spec.operands)
     return (
@@ -647,103 +685,85 @@ def _dtype_plan_source(spec: Elementwise) -> str:
     )
 
 
+def _tensor_key(name: str) -> str:
+    """The plan-key part of one tensor parameter, inlined for an exact torch.Tensor."""
+    return (
+        f"({name}.shape, {name}.stride(), {name}.dtype, {name}.device)"
+        f" if type({name}) is _T else _key_of({name})"
+    )
+
+
 def _wrapper_source(op: str, spec: Elementwise, kind: str) -> str:
     """kind: 'functional' (allocate), 'inplace' (write self) or 'out' (write the out= tensor).
 
-    The wrapper binds arguments through its own Python signature, looks the dtype plan up by the
-    operands' dtypes, and takes a fast path (no broadcasting, no layout planning: contiguous
-    tensors of one shape, numbers for the others) before the general path."""
+    The wrapper binds arguments through its own Python signature, builds the call's plan key
+    (operand geometries and dtypes, number types, the parameters the dtype depends on), and on a
+    hit only allocates the output and launches: every decision (dtypes, broadcasting, layout, dim
+    merging, launch config, constexpr flags) lives in the cached plan (`_build`)."""
     schema = codegen.schema_of(op)
     fn = codegen.function_name(op)
     params = _params(schema)
     names = [n for n, _ in params]
     signature = ", ".join(n if d is None else f"{n}={d}" for n, d in params)
-    promote_set = set(spec.promote)
-    refs = sorted(set(_A_REF.findall(spec.result + spec.compute)) - promote_set)
-    key_items = [f"_kind({p})" for p in spec.promote] + refs
-    key = "(" + ", ".join(key_items) + ("," if len(key_items) == 1 else "") + ")"
+    vars_ = [o.param for o in spec.operands]
+    refs = sorted(set(_A_REF.findall(spec.result + spec.compute)) - set(spec.promote) - set(vars_))
+    key_items = [_tensor_key(v) for v in vars_]
+    if kind == "out":
+        key_items.append(_tensor_key("out"))
+    key_items += [f"_key_of({p})" for p in spec.promote if p not in vars_]  # e.g. clamp's min
+    key_items += refs
     scalars = [f"_scalar({p}, cdt)" for p, _ in spec.scalars]
     consts = [_plain(expr) for _, expr in spec.constexprs]
-    vars_ = [o.param for o in spec.operands]
-    lines = [f"def _op({signature}):"]
+    raw = ", ".join(str(o.raw) for o in spec.operands)
+    out_arg = {"functional": "None", "inplace": "self", "out": "out"}[kind]
+    lines = [f'_KIND = "{kind}"', f"_RAW = ({raw},)", "", "", f"def _op({signature}):"]
     for n, d in params:
         if d == "_REQUIRED":
             lines += [
                 f"    if {n} is _REQUIRED:",
                 f'        raise TypeError(f"{{_OP}} missing required argument {n!r}")',
             ]
+    lines.append("    key = (")
+    lines += [f"        {item}," for item in key_items]
     lines += [
-        f"    key = {key}",
+        "    )",
         "    plan = _PLANS.get(key)",
         "    if plan is None:",
-        "        plan = _PLANS[key] = _dtype_plan({"
+        f"        plan = _build(key, ({', '.join(vars_)},), "
+        + "{"
         + ", ".join(f'"{n}": {n}' for n in names)
-        + "})",
-        "    out_dtype, cdt, is_float, out_bool, zeros = plan",
+        + "}"
+        + f", {out_arg})",
     ]
-    types = {a.name: str(a.type) for a in schema.arguments}
-    lead_i = next((i for i, v in enumerate(vars_) if types.get(v) == "Tensor"), None)
-    if lead_i is not None and not (kind == "inplace" and vars_[lead_i] != "self"):
-        lead = vars_[lead_i]
-        conds = [f"type({lead}) is _T", f"{lead}.is_contiguous()"]
-        if kind == "out":
-            conds += ["type(out) is _T", "out.is_contiguous()", f"out.shape == {lead}.shape"]
-        lines.append("    # fast path: contiguous tensors of one shape, 0-d tensors and numbers")
-        lines.append("    if " + " and ".join(conds) + ":")
-        others = [i for i in range(len(vars_)) if i != lead_i]
-        prev = None
-        for i in others:
-            k = "tl.int32" if spec.operands[i].raw else "cdt"
-            call = f"_operand({vars_[i]}, {lead}, {k})"
-            if prev is None:
-                lines.append(f"        o{i} = {call}")
-            else:
-                lines.append(f"        o{i} = {call} if {prev} is not None else None")
-            prev = f"o{i}"
-        pad = "        "
-        if prev is not None:
-            lines.append(f"        if {prev} is not None:")
-            pad = "            "
-        if kind == "functional":
-            lines.append(f"{pad}out = _empty({lead}.shape, dtype=out_dtype, device={lead}.device)")
-        elif kind == "inplace":
-            lines.append(f"{pad}out = self")
-        lines.append(f"{pad}n = {lead}.numel()")
-        lines.append(f"{pad}if n:")
-        lines.append(f"{pad}    block, warps = _launch_config(n, {lead}.device)")
-        ptrs = [lead if i == lead_i else f"o{i}[0]" for i in range(len(vars_))]
-        vals = [f"zeros[{i}]" if i == lead_i else f"o{i}[1]" for i in range(len(vars_))]
-        flags = ["0" if i == lead_i else f"o{i}[2]" for i in range(len(vars_))]
-        args = ["out", *ptrs, *vals, *scalars, "n", *flags, "cdt", "is_float", "out_bool"]
-        args += ["n + block >= 2147483648", *consts]
-        lines.append(f"{pad}    _kernel_flat[(-(-n // block),)](")
-        lines.append(f"{pad}        " + ", ".join(args) + ",")
-        lines.append(f"{pad}        BLOCK=block, num_warps=warps)")
-        lines.append(f"{pad}return out")
-    operands = ", ".join(vars_)
-    raw = ", ".join(str(o.raw) for o in spec.operands)
-    lines += [
-        "    # general path: broadcasting, strides, 0-d and CPU scalar tensors",
-        f"    operands = ({operands},)",
-        "    shape = _broadcast_shape(operands)",
-    ]
-    if kind == "inplace":
+    per_operand = [f"m{i}, z{i}" for i in range(len(vars_))]
+    lines.append(
+        "    launch, cdt, shape, strides, dtype, device, grid, block, warps, mid, "
+        + ", ".join(per_operand)
+        + " = plan"
+    )
+    if kind == "functional":
+        lines.append("    out = _empty_strided(shape, strides, dtype=dtype, device=device)")
+    elif kind == "inplace":
+        lines.append("    out = self")
+    for i, v in enumerate(vars_):
         lines += [
-            "    out = self",
-            "    if tuple(out.shape) != shape:",
-            '        raise RuntimeError(f"{_OP}: result shape {shape} differs from self {tuple(out.shape)}")',
+            f"    if m{i} is None:  # read by the kernel",
+            f"        p{i}, v{i} = {v}, z{i}",
+            "    else:  # passed by value",
+            f"        p{i}, v{i} = out, m{i}({v})",
         ]
-    elif kind == "out":
-        lines += [
-            "    if tuple(out.shape) != shape:",
-            "        out.resize_(shape)",
-        ]
-    else:
-        lines.append("    out = _new_output(operands, shape, out_dtype, _device(operands))")
-    scalars_t = ", ".join(scalars) + ("," if scalars else "")
-    consts_t = ", ".join(consts) + ("," if consts else "")
+    ptrs = [f"p{i}" for i in range(len(vars_))]
+    vals = [f"v{i}" for i in range(len(vars_))]
+    args = ", ".join(["out", *ptrs, *vals, *scalars, "*mid", *consts])
     lines += [
-        f"    return _launch(out, operands, ({raw},), ({scalars_t}), cdt, ({consts_t}))",
+        "    if launch == 1:",
+        f"        _kernel_flat[grid]({args}, BLOCK=block, num_warps=warps)",
+        "    elif launch == 2:",
+        f"        _kernel[grid]({args}, BLOCK=block, num_warps=warps)",
+        "    elif launch == 3:",
+        f"        _launch_copies(out, ({', '.join(ptrs)},), ({', '.join(vals)},), "
+        f"({''.join(s + ', ' for s in scalars)}), ({''.join(c + ', ' for c in consts)}), plan)",
+        "    return out",
         "",
         "",
         f"def {fn}(*args, **kwargs):",
