@@ -50,6 +50,17 @@ PARTIAL_READ_OPS = frozenset(
 )
 
 
+def _distinct_bytes(t: torch.Tensor) -> int:
+    """Bytes of the distinct elements a tensor view addresses: a broadcast (stride-0) dim repeats
+    the same bytes, so it does not multiply what must move (an expanded [4, 2048, 2048] view of a
+    [4, 2048] tensor is 32 KiB of data, not 64 MiB)."""
+    n = 1
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        if stride != 0:
+            n *= size
+    return (n if t.numel() else 0) * t.element_size()
+
+
 def _bytes_moved(op: str, args: Any, out: Any) -> int:
     """Bytes any implementation must move: every output written, every input read once
     (for partial-read ops only integer index inputs)."""
@@ -60,7 +71,7 @@ def _bytes_moved(op: str, args: Any, out: Any) -> int:
         while stack:
             v = stack.pop()
             if isinstance(v, torch.Tensor):
-                total += v.numel() * v.element_size()
+                total += _distinct_bytes(v)
             elif isinstance(v, list | tuple):
                 stack.extend(v)
             elif isinstance(v, dict):
@@ -130,7 +141,7 @@ def time_tests(
         moved = _bytes_moved(judge.op, args, out)
         if judge.op.split(".")[0] in PARTIAL_READ_OPS:
             moved += sum(
-                a.numel() * a.element_size()
+                _distinct_bytes(a)
                 for a in args
                 if isinstance(a, torch.Tensor) and not a.is_floating_point()
             )
