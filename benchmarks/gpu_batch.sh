@@ -2,7 +2,7 @@
 # Batched GPU measurements for one lease of the H200 (see docs/BENCHMARKS.md).
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
-# Steps: cost | agent10 | honest | builtin_all | model_check | gputests
+# Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch
 # Each step writes its log and a tarball of its run folder under OUTDIR.
 set -uo pipefail
 out=$1; shift
@@ -29,12 +29,20 @@ for step in "$@"; do
       timeout -s INT -k 30 "${BUILTIN_TIMEOUT:-330}" python3 -m agent.run --config configs/builtin_gpu.toml \
         --suite torchbench --device cuda --kernels-dir generated_kernels > "$out/builtin_all.log" 2>&1
       keep_run builtin_all ;;
+    builtin_eval)
+      # the builtin writer's round-1 kernels (what the agent keeps on the H200), evaluated with timing
+      python3 benchmarks/write_builtin.py generated_kernels > "$out/builtin_eval.log" 2>&1
+      timeout -s INT -k 30 "${BUILTIN_TIMEOUT:-400}" python3 -m agent.run --config configs/builtin_gpu.toml \
+        --evaluate-only --suite torchbench --device cuda --kernels-dir generated_kernels >> "$out/builtin_eval.log" 2>&1
+      keep_run builtin_eval ;;
+    launch)
+      timeout 120 python3 benchmarks/launch_overhead.py --out "$out/launch.json" > "$out/launch.log" 2>&1 ;;
     model_check)
       timeout "${MODEL_CHECK_TIMEOUT:-150}" python3 -m evaluator.model_check --kernels-dir generated_kernels --steps 500 \
         --device cuda > "$out/model_check.log" 2>&1
       keep_run model_check ;;
     gputests)
-      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py \
+      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py \
         > "$out/gputests.log" 2>&1 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
