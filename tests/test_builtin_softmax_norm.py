@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from builtin_support import compare, load_kernel, materialize_case, run_generated
+from builtin_support import compare, compile_many, load_kernel, materialize_case, run_generated
 
 from agent.providers.builtin import codegen, norm, softmax
 from agent.providers.builtin.request import KernelRequest
@@ -27,6 +27,8 @@ SOFTMAX_CASES: dict[str, list[str]] = {
         "((T([3, 50, 7], f16), 0, False), {})",
         "((T([3, 500, 7], f32), 1, False), {})",
         "((T([30, 47], f16, [1, 30]), -1, False), {})",
+        "((T([2, 3, 49, 49], f16), -1, False), {})",
+        "((T([300, 8], f32), -1, False), {})",
     ],
     "_log_softmax.default": [
         "((T([7, 33], f32), -1, False), {})",
@@ -44,6 +46,7 @@ SOFTMAX_CASES: dict[str, list[str]] = {
         "((T([5, 1000], f16), T([5, 1000], f16), 1, torch.float16), {})",
         "((T([3, 30, 7], bf16), T([3, 30, 7], bf16), 0, torch.bfloat16), {})",
         "((T([3, 300, 7], f32), T([3, 300, 7], f32), 1, torch.float32), {})",
+        "((T([4, 3000], bf16), T([4, 3000], bf16), 1, torch.bfloat16), {})",
     ],
 }
 
@@ -61,6 +64,9 @@ LAYER_NORM_BACKWARD_CASES = [
     "((T([33, 300], f32), T([33, 300], f32), [300], T([33, 1], f32), T([33, 1], f32), T([300], f32), T([300], f32), [True, False, True]), {})",
     "((T([40, 300], bf16), T([40, 300], bf16), [300], T([40, 1], bf16), T([40, 1], bf16), T([300], bf16), T([300], bf16), [False, True, True]), {})",
     "((T([9, 30], f64), T([9, 30], f64), [30], T([9, 1], f64), T([9, 1], f64), None, None, [True, False, False]), {})",
+    "((T([70, 40], f32), T([70, 40], f32), [40], T([70, 1], f32), T([70, 1], f32), None, T([40], f32), [True, False, True]), {})",
+    "((T([5, 9, 600], f32), T([5, 9, 600], f32), [600], T([5, 9, 1], f32), T([5, 9, 1], f32), T([600], f32), T([600], f32), [False, True, False]), {})",
+    "((T([0, 12], f32), T([0, 12], f32), [12], T([0, 1], f32), T([0, 1], f32), T([12], f32), T([12], f32), [True, True, True]), {})",
 ]
 
 BATCH_NORM_CASES: dict[str, list[str]] = {
@@ -140,6 +146,88 @@ def test_layer_norm_backward_matches_fp32_eager_rounded_to_the_dtype() -> None:
             )
             problems += [f"case {index}: {p}" for p in compare("output", got, want)]
     assert problems == []
+
+
+class _CountingKernel:
+    """Stands in for a kernel object in a loaded module and counts `kernel[grid](...)` launches."""
+
+    def __init__(self, kernel: Any, counts: dict[str, int], name: str) -> None:
+        self.kernel, self.counts, self.name = kernel, counts, name
+
+    def __getitem__(self, grid: Any) -> Any:
+        launch = self.kernel[grid]
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.counts[self.name] = self.counts.get(self.name, 0) + 1
+            return launch(*args, **kwargs)
+
+        return counted
+
+
+def _count_launches(op: str, text: str, case_text: str, tmp: Any) -> tuple[int, list, tuple]:
+    """Launches one call makes, the kernel's outputs and eager's (fp32) for the same inputs."""
+    case = parse_case(case_text)
+    kernel = load_kernel(op, text, tmp)
+    module_globals = kernel.__globals__
+    counts: dict[str, int] = {}
+    for name in codegen.launched_jit_kernels(text):  # device-side helpers stay as they are
+        module_globals[name] = _CountingKernel(module_globals[name], counts, name)
+    args, kwargs = materialize_case(op, case, torch.Generator().manual_seed(0))
+    got = kernel(*args, **kwargs)
+    want = getattr(torch.ops.aten, op.split(".")[0]).default(*args, **kwargs)
+    return sum(counts.values()), got, want
+
+
+def test_layer_norm_backward_takes_at_most_two_launches_and_is_deterministic(tmp_path) -> None:
+    op = "native_layer_norm_backward.default"
+    case = LAYER_NORM_BACKWARD_CASES[0]
+    text = _write(norm, op, [parse_case(case)])
+    launches, got, want = _count_launches(op, text, case, tmp_path)
+    assert launches == 2
+    assert compare("output", got, want) == []
+    _, again, _ = _count_launches(op, text, case, tmp_path / "again")
+    assert all(torch.equal(a, b) for a, b in zip(got, again, strict=True))
+
+
+def test_layer_norm_forward_and_softmax_take_one_launch(tmp_path) -> None:
+    for module, op, case in (
+        (norm, "native_layer_norm.default", LAYER_NORM_CASES[0]),
+        (softmax, "_softmax.default", SOFTMAX_CASES["_softmax.default"][0]),
+        (softmax, "_log_softmax_backward_data.default",
+         SOFTMAX_CASES["_log_softmax_backward_data.default"][1]),
+    ):  # fmt: skip
+        text = _write(module, op, [parse_case(case)])
+        launches, got, want = _count_launches(op, text, case, tmp_path / op)
+        assert launches == 1, op
+        assert compare("output", got, want) == [], op
+
+
+def test_softmax_and_norm_kernels_compile_for_an_sm90_gpu() -> None:
+    """The interpreter accepts code the GPU compiler rejects; compile the GPU-sized tiles."""
+    jobs = {
+        "_softmax.default": ["((T([2, 3, 49, 49], f16), -1, False), {})", "((T([4, 30522], bf16), -1, True), {})", "((T([2, 50257], f32), 1, False), {})", "((T([3, 500, 7], f32), 1, False), {})"],
+        "_log_softmax.default": ["((T([4, 1000], f32), 1, False), {})", "((T([2, 32000], f32), 1, False), {})"],
+        "_softmax_backward_data.default": ["((T([8, 512], f32), T([8, 512], f32), -1, torch.float32), {})", "((T([3, 30, 7], f16), T([3, 30, 7], f16), 1, torch.float16), {})"],
+        "_log_softmax_backward_data.default": ["((T([4, 30522], bf16), T([4, 30522], bf16), 1, torch.bfloat16), {})", "((T([2, 32000], f32), T([2, 32000], f32), 1, torch.float32), {})", "((T([32, 2], bf16), T([32, 2], bf16), 1, torch.bfloat16), {})"],
+        "native_layer_norm.default": ["((T([8, 16, 768], bf16), [768], T([768], bf16), T([768], bf16), 1e-05), {})", "((T([4, 9000], f32), [9000], None, None, 1e-05), {})"],
+        "native_layer_norm_backward.default": [
+            "((T([8, 16, 768], bf16), T([8, 16, 768], bf16), [768], T([8, 16, 1], f32), T([8, 16, 1], f32), T([768], bf16), T([768], bf16), [True, True, True]), {})",
+            "((T([4, 9000], f32), T([4, 9000], f32), [9000], T([4, 1], f32), T([4, 1], f32), None, None, [True, False, False]), {})",
+            "((T([9, 30], f64), T([9, 30], f64), [30], T([9, 1], f64), T([9, 1], f64), T([30], f64), None, [False, True, False]), {})",
+        ],
+    }  # fmt: skip
+    batch = []
+    for op, texts in jobs.items():
+        cases = [parse_case(t) for t in texts]
+        module = norm if "layer_norm" in op else softmax
+        batch.append((op, _write(module, op, cases), cases))
+    try:
+        problems = compile_many(batch)
+    except RuntimeError as exc:
+        if "No module named" in str(exc) or "ptxas" in str(exc):
+            pytest.skip(f"Triton's CUDA backend is not usable here: {exc}")
+        raise
+    assert problems == {op: [] for op in jobs}
 
 
 def _batch_norm_args(op: str, case, gen: torch.Generator):

@@ -90,6 +90,14 @@ def _ln_blocks(M, N, target):
     return one_pass, block_m, block_n
 
 
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.append(step)
+        step *= max(s, 1)
+    return tuple(reversed(strides))
+
+
 def _split_shape(x, normalized_shape):
     k = len(normalized_shape)
     if k == 0 or list(x.shape[x.dim() - k:]) != list(normalized_shape):
@@ -164,9 +172,8 @@ _RUNS = {}  # (geometry, arguments) -> run(...): the launch, planned once
 
 
 def _layer_norm(input, normalized_shape, weight, bias, eps):
-    key = (input.shape, input.stride(), input.dtype, input.device, tuple(normalized_shape),
-           weight is None or weight.is_contiguous(), bias is None or bias.is_contiguous(),
-           weight is None, bias is None)
+    key = (input.shape, input.dtype, input.device, tuple(normalized_shape), weight is None,
+           bias is None)
     run = _RUNS.get(key)
     if run is None:
         run = _RUNS[key] = _layer_norm_plan(input, normalized_shape, weight, bias)
@@ -174,28 +181,28 @@ def _layer_norm(input, normalized_shape, weight, bias, eps):
 
 
 def _layer_norm_plan(input, normalized_shape, weight, bias):
+    # the launch and the allocation shapes of one geometry; run() is what each call pays
     lead, k, M, N = _split_shape(input, normalized_shape)
-    stat_shape = lead + [1] * k
+    stat_shape = tuple(lead + [1] * k)
+    stat_strides = _contiguous_strides(stat_shape)
     stat_dtype = _stat_dtype(input)
-    dtype, device, shape = input.dtype, input.device, input.shape
-    contiguous = input.is_contiguous()
+    device = input.device
     has_w, has_b = weight is not None, bias is not None
     empty = M == 0 or N == 0
     one_pass, block_m, block_n = _ln_blocks(max(M, 1), max(N, 1), _target_programs(input))
     launch = _ln_fwd[(_cdiv(M, block_m),)]
-    consts = dict(HAS_W=has_w, HAS_B=has_b, ACC=_acc(dtype), ONE_PASS=one_pass,
+    consts = dict(HAS_W=has_w, HAS_B=has_b, ACC=_acc(input.dtype), ONE_PASS=one_pass,
                   BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))
 
     def run(input, weight, bias, eps):
-        x = input if contiguous else input.contiguous()
-        y = torch.empty(shape, dtype=dtype, device=device)
-        mean = torch.empty(stat_shape, dtype=stat_dtype, device=device)
-        rstd = torch.empty(stat_shape, dtype=stat_dtype, device=device)
+        x = input.contiguous()
+        y = torch.empty_like(x)  # the cheapest allocation call; x is contiguous, so is y
+        mean = torch.empty_strided(stat_shape, stat_strides, dtype=stat_dtype, device=device)
+        rstd = torch.empty_strided(stat_shape, stat_strides, dtype=stat_dtype, device=device)
         if empty:
             return y, mean, rstd
-        w = weight.contiguous() if has_w else x
-        b = bias.contiguous() if has_b else x
-        launch(x, w, b, y, mean, rstd, M, N, float(eps), **consts)
+        launch(x, weight.contiguous() if has_w else x, bias.contiguous() if has_b else x, y,
+               mean, rstd, M, N, float(eps), **consts)
         return y, mean, rstd
 
     return run
@@ -204,16 +211,18 @@ def _layer_norm_plan(input, normalized_shape, weight, bias):
 _LN_BWD = '''
 
 @triton.jit
-def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr, pb_ptr, M, N, RPP,
+def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP,
             HAS_W: tl.constexpr, WANT_DX: tl.constexpr, WANT_DW: tl.constexpr,
             WANT_DB: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Rows [p*RPP, (p+1)*RPP): grad_input, and this program's column sums of g*xhat and g
-    (row p of the partial workspaces, each element written once: no read-after-write races)."""
+    """Rows [p*RPP, (p+1)*RPP): grad_input, and this program's column sums of g*xhat and g:
+    rows p and P + p of the [2P, N] fp32 workspace (P programs; each element written once, so
+    the second kernel sums them in a fixed order: no atomics, no read-after-write races)."""
     p = tl.program_id(0).to(tl.int64)
     row_start = p * RPP
     row_end = tl.minimum(row_start + RPP, M)
-    part = p * N
+    pw_ptr = part_ptr + p * N
+    pb_ptr = part_ptr + (tl.num_programs(0).to(tl.int64) + p) * N
     if ONE_PASS:
         cols = tl.arange(0, BLOCK_N)
         col_ok = cols < N
@@ -241,9 +250,9 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr, pb_ptr, M, 
             acc_w += tl.sum(g * xhat, axis=0)
             acc_b += tl.sum(g, axis=0)
         if WANT_DW:
-            tl.store(pw_ptr + part + cols, acc_w, mask=col_ok)
+            tl.store(pw_ptr + cols, acc_w, mask=col_ok)
         if WANT_DB:
-            tl.store(pb_ptr + part + cols, acc_b, mask=col_ok)
+            tl.store(pb_ptr + cols, acc_b, mask=col_ok)
     else:
         if WANT_DX:
             for r0 in range(row_start, row_end, BLOCK_M):
@@ -297,62 +306,98 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, pw_ptr, pb_ptr, M, 
                     acc_w += tl.sum(g * xhat, axis=0)
                     acc_b += tl.sum(g, axis=0)
                 if WANT_DW:
-                    tl.store(pw_ptr + part + cols, acc_w, mask=col_ok)
+                    tl.store(pw_ptr + cols, acc_w, mask=col_ok)
                 if WANT_DB:
-                    tl.store(pb_ptr + part + cols, acc_b, mask=col_ok)
+                    tl.store(pb_ptr + cols, acc_b, mask=col_ok)
 
 
 @triton.jit
-def _colsum(p_ptr, out_ptr, P, N, ACC: tl.constexpr, BLOCK_P: tl.constexpr,
-            BLOCK_N: tl.constexpr):
+def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
+            ACC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    """grad_weight and grad_bias for BLOCK_N columns: the P partial rows of each, in order."""
     cols = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
-    acc = tl.zeros([BLOCK_P, BLOCK_N], ACC)
+    acc_w = tl.zeros([BLOCK_P, BLOCK_N], ACC)
+    acc_b = tl.zeros([BLOCK_P, BLOCK_N], ACC)
     for p0 in range(0, P, BLOCK_P):
         ps = p0 + tl.arange(0, BLOCK_P)
         m = (ps[:, None] < P) & col_ok[None, :]
-        acc += tl.load(p_ptr + ps[:, None].to(tl.int64) * N + cols[None, :], mask=m, other=0)
-    tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_ok)
+        offs = ps[:, None].to(tl.int64) * N + cols[None, :]
+        if WANT_DW:
+            acc_w += tl.load(part_ptr + offs, mask=m, other=0)
+        if WANT_DB:
+            acc_b += tl.load(part_ptr + P * N + offs, mask=m, other=0)
+    if WANT_DW:
+        tl.store(dw_ptr + cols, tl.sum(acc_w, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
+    if WANT_DB:
+        tl.store(db_ptr + cols, tl.sum(acc_b, axis=0).to(db_ptr.dtype.element_ty), mask=col_ok)
+
+
+_BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
 
 
 def _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
+    key = (input.shape, input.dtype, input.device, tuple(normalized_shape), tuple(output_mask),
+           None if weight is None else weight.dtype, None if bias is None else bias.dtype)
+    run = _BWD_RUNS.get(key)
+    if run is None:
+        run = _BWD_RUNS[key] = _layer_norm_backward_plan(input, normalized_shape, weight, bias,
+                                                         output_mask)
+    return run(grad_out, input, mean, rstd, weight)
+
+
+def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask):
+    """Two launches: grad_input and per-program partial column sums (rows of P programs), then
+    the fixed-order reduction of the partials into grad_weight/grad_bias."""
     lead, k, M, N = _split_shape(input, normalized_shape)
     want_dx, want_dw, want_db = (bool(v) for v in output_mask)
-    x = input.contiguous()
-    g = grad_out.contiguous()
-    mean = mean.contiguous()
-    rstd = rstd.contiguous()
-    w = weight.contiguous() if weight is not None else x
+    dtype, device = input.dtype, input.device
     param = weight if weight is not None else bias
-    pdtype = param.dtype if param is not None else x.dtype
-    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if want_dx else None
-    dw = torch.empty(list(normalized_shape), dtype=pdtype, device=x.device) if want_dw else None
-    db = torch.empty(list(normalized_shape), dtype=pdtype, device=x.device) if want_db else None
-    if N == 0 or not (want_dx or want_dw or want_db):
-        return dx, dw, db
-    one_pass, block_m, block_n = _ln_blocks(max(M, 1), N, 1)
-    programs = max(1, min(_cdiv(M, block_m), _target_programs(x)))
-    rpp = _cdiv(_cdiv(M, programs), block_m) * block_m
-    programs = max(1, _cdiv(M, rpp))
-    parts = programs * N if (want_dw or want_db) and M > 0 else 1
-    # per-program partial column sums: row p of the workspace belongs to program p
-    wdt = torch.float64 if x.dtype == torch.float64 else torch.float32
-    pw = torch.empty((parts,), dtype=wdt, device=x.device)
-    pb = torch.empty((parts,), dtype=wdt, device=x.device)
-    if M > 0:
-        _ln_bwd[(programs,)](
-            g, x, w, mean, rstd, dx if want_dx else x, pw, pb, M, N, rpp,
-            HAS_W=weight is not None, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db,
-            ACC=_acc(x.dtype), ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=_warps(block_m * block_n))
+    pdtype = param.dtype if param is not None else dtype
+    pshape = tuple(normalized_shape)
+    pstrides = _contiguous_strides(pshape)
+    has_w = weight is not None
+    wdt = torch.float64 if dtype == torch.float64 else torch.float32
+    acc = _acc(dtype)
     small = _INTERPRET or _CONSERVATIVE
-    block_c = max(2, min(_pow2(N), 32 if small else 128))
-    block_p = max(2, min(_pow2(programs), 32))
-    for want, part, out in ((want_dw, pw, dw), (want_db, pb, db)):
-        if want:
-            _colsum[(_cdiv(N, block_c),)](part, out, programs if M > 0 else 0, N,
-                                           ACC=_acc(x.dtype), BLOCK_P=block_p, BLOCK_N=block_c)
-    return dx, dw, db
+    target = _target_programs(input)  # 4 per SM
+    # about 2 programs per SM, each over several row tiles: few partial rows to reduce
+    one_pass, block_m, block_n = _ln_blocks(max(M, 1), max(N, 1), max(1, target // 4))
+    programs = max(1, min(_cdiv(M, block_m), target // 2))
+    rpp = max(1, _cdiv(_cdiv(M, programs), block_m)) * block_m
+    programs = max(1, _cdiv(M, rpp))
+    nothing = N == 0 or not (want_dx or want_dw or want_db)
+    sums = (want_dw or want_db) and not nothing
+    rows_launch = _ln_bwd[(programs,)] if M > 0 and not nothing else None
+    rows_consts = dict(HAS_W=has_w, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db, ACC=acc,
+                       ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n,
+                       num_warps=_warps(block_m * block_n))
+    parts = programs if M > 0 else 0  # M == 0: the sums are zeros
+    block_c = max(2, min(_pow2(N), 32))
+    block_p = max(2, min(_pow2(parts), 16 if small else 64))
+    sum_launch = _colsum[(_cdiv(N, block_c),)] if sums else None
+    sum_consts = dict(WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_P=block_p,
+                      BLOCK_N=block_c, num_warps=4)
+    work_numel = max(1, 2 * parts * N)
+
+    def run(grad_out, input, mean, rstd, weight):
+        x = input.contiguous()
+        dx = torch.empty_like(x) if want_dx else None  # x is contiguous, so is dx
+        dw = torch.empty_strided(pshape, pstrides, dtype=pdtype, device=device) if want_dw else None
+        db = torch.empty_strided(pshape, pstrides, dtype=pdtype, device=device) if want_db else None
+        if nothing:
+            return dx, dw, db
+        part = torch.empty((work_numel,), dtype=wdt, device=device) if sums else x
+        if rows_launch is not None:
+            rows_launch(grad_out.contiguous(), x, weight.contiguous() if has_w else x,
+                        mean.contiguous(), rstd.contiguous(), x if dx is None else dx, part,
+                        M, N, rpp, **rows_consts)
+        if sum_launch is not None:
+            sum_launch(part, part if dw is None else dw, part if db is None else db, parts, N,
+                       **sum_consts)
+        return dx, dw, db
+
+    return run
 '''
 
 # ---------------------------------------------------------------- batch norm
