@@ -1,0 +1,138 @@
+"""The builtin provider's pooling kernels on the layouts and edge cases their tile walk must get
+right: channels-last inputs (outputs keep eager's memory format), ceil_mode, odd sizes, 3-D
+inputs, strided gradients, dilation and the int64-offset path, in Triton's CPU interpreter; plus
+a compile of every pooling launch for an sm_90 GPU (no GPU needed).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from builtin_support import compile_many, load_kernel, run_generated
+
+from agent.providers.builtin import codegen, pooling
+from agent.providers.builtin.request import KernelRequest
+from evaluator.inputs import materialize
+from evaluator.testcase import TestCase, parse_case
+
+CASES: dict[str, list[str]] = {
+    "max_pool2d_with_indices.default": [
+        "((T([2, 5, 13, 13], f16, [845, 1, 65, 5]), [3, 3], [2, 2], [1, 1]), {})",
+        "((T([2, 3, 9, 7], bf16), [2, 2], [2, 2], [0, 0], [1, 1], True), {})",
+        "((T([2, 6, 10, 11], f32, [660, 1, 66, 6]), [3, 2], [2, 1], [1, 1], [2, 1], True), {})",
+        "((T([3, 15, 17], f16), [3, 3], [2, 2], [1, 1]), {})",
+        "((T([1, 300, 5, 5], f32, [7500, 1, 1500, 300]), [2, 2]), {})",
+    ],
+    "max_pool2d_with_indices_backward.default": [
+        "((T([2, 5, 7, 7], f16, [245, 1, 35, 5]), T([2, 5, 13, 13], f16, [845, 1, 65, 5]), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 5, 7, 7], i64, [245, 1, 35, 5])), {})",
+        "((T([2, 3, 5, 4], bf16), T([2, 3, 9, 7], bf16), [2, 2], [2, 2], [0, 0], [1, 1], True, T([2, 3, 5, 4], i64)), {})",
+        "((T([2, 6, 5, 12], f32, [360, 1, 72, 6]), T([2, 6, 10, 11], f32, [660, 1, 66, 6]), [3, 2], [2, 1], [1, 1], [2, 1], True, T([2, 6, 5, 12], i64, [360, 1, 72, 6])), {})",
+        "((T([3, 8, 9], f16), T([3, 15, 17], f16), [3, 3], [2, 2], [1, 1], [1, 1], False, T([3, 8, 9], i64)), {})",
+        "((T([2, 3, 5, 5], f32, [150, 50, 10, 2]), T([2, 3, 9, 9], f32), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 5, 5], i64)), {})",
+    ],
+    "avg_pool2d.default": [
+        "((T([2, 7, 9, 9], f16, [567, 1, 63, 7]), [3, 3], [1, 1], [1, 1], False, False), {})",
+        "((T([2, 4, 13, 11], bf16), [2, 2], [2, 2], [0, 0], True, False), {})",
+        "((T([2, 6, 11, 11], f32, [726, 1, 66, 6]), [3, 3], [2, 2], [1, 1], True, True), {})",
+        "((T([4, 9, 10], f32), [3, 2], [2, 1], [1, 1], True, False, 7), {})",
+    ],
+    "avg_pool2d_backward.default": [
+        "((T([2, 7, 9, 9], f16, [567, 1, 63, 7]), T([2, 7, 9, 9], f16, [567, 1, 63, 7]), [3, 3], [1, 1], [1, 1], False, False, None), {})",
+        "((T([2, 4, 7, 6], bf16), T([2, 4, 13, 11], bf16), [2, 2], [2, 2], [0, 0], True, False, None), {})",
+        "((T([2, 6, 6, 6], f32, [216, 1, 36, 6]), T([2, 6, 11, 11], f32, [726, 1, 66, 6]), [3, 3], [2, 2], [1, 1], True, True, None), {})",
+        "((T([4, 5, 11], f32), T([4, 9, 10], f32), [3, 2], [2, 1], [1, 1], True, False, 7), {})",
+        "((T([2, 3, 5, 5], f32, [150, 50, 10, 2]), T([2, 3, 10, 10], f32), [2, 2], [2, 2], [0, 0], False, True, None), {})",
+    ],
+    "_adaptive_avg_pool2d.default": [
+        "((T([2, 9, 7, 7], f16, [441, 1, 63, 9]), [1, 1]), {})",
+        "((T([2, 5, 11, 13], bf16, [715, 1, 65, 5]), [4, 5]), {})",
+        "((T([5, 11, 13], f32), [3, 7]), {})",
+    ],
+}
+
+OUTPUT_FORMAT_CASES = [
+    ("max_pool2d_with_indices.default", CASES["max_pool2d_with_indices.default"][0]),
+    ("max_pool2d_with_indices_backward.default", CASES["max_pool2d_with_indices_backward.default"][0]),
+    ("avg_pool2d.default", CASES["avg_pool2d.default"][2]),
+    ("avg_pool2d_backward.default", CASES["avg_pool2d_backward.default"][2]),
+    ("_adaptive_avg_pool2d.default", CASES["_adaptive_avg_pool2d.default"][1]),
+]  # fmt: skip
+
+
+def _write(op: str, cases: list[TestCase], variant: int = 0) -> str:
+    text = pooling.WRITERS[op](KernelRequest(op, str(codegen.schema_of(op)), cases, variant))
+    assert text is not None, f"the writer declined {op}"
+    return text
+
+
+def _evaluator_inputs(op: str, case: TestCase, gen: torch.Generator):
+    return materialize(op, case, "cpu", int(gen.initial_seed()))
+
+
+def _force_int64_offsets(text: str) -> str:
+    """The same file with every launch on its int64-offset path (sizes here are small)."""
+    old = "def _wide(*tensors):\n    return "
+    assert old in text
+    return text.replace(old, old + "True or ")
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_pooling_matches_eager_on_channels_last_ceil_mode_and_odd_sizes(op: str) -> None:
+    cases = [parse_case(c) for c in CASES[op]]
+    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_pooling_int64_offset_path_matches_eager(op: str) -> None:
+    cases = [parse_case(c) for c in CASES[op][:3]]
+    text = _force_int64_offsets(_write(op, cases))
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_pooling_conservative_variant_matches_eager(op: str) -> None:
+    cases = [parse_case(c) for c in CASES[op]]
+    text = _write(op, cases, variant=1)
+    assert "_CONSERVATIVE = True" in text
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
+
+
+@pytest.mark.parametrize(("op", "text"), OUTPUT_FORMAT_CASES)
+def test_pooling_outputs_keep_eager_memory_format(op: str, text: str) -> None:
+    case = parse_case(text)
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(op, [case]), Path(tmp))
+        args, kwargs = _evaluator_inputs(op, case, torch.Generator().manual_seed(0))
+        name, overload = op.split(".")
+        want = getattr(getattr(torch.ops.aten, name), overload)(*args, **kwargs)
+        got = kernel(*args, **kwargs)
+    wants = want if isinstance(want, tuple) else (want,)
+    gots = got if isinstance(got, tuple) else (got,)
+    assert [g.stride() for g in gots] == [w.stride() for w in wants]
+
+
+def test_pooling_repeated_calls_reuse_the_launch_plan_and_stay_correct() -> None:
+    op = "avg_pool2d.default"
+    cases = [parse_case(CASES[op][1])] * 3
+    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
+
+
+@pytest.mark.slow
+def test_pooling_kernels_compile_for_an_sm90_gpu() -> None:
+    """The interpreter accepts code the GPU compiler rejects; compile real launches for sm_90,
+    both layouts and the int64-offset path."""
+    batch = []
+    for op, texts in CASES.items():
+        cases = [parse_case(c) for c in texts]
+        batch.append((op, _write(op, cases), cases))
+        batch.append((op, _force_int64_offsets(_write(op, cases[:1])), cases[:1]))
+    try:
+        problems = compile_many(batch)
+    except RuntimeError as exc:
+        if "No module named" in str(exc) or "ptxas" in str(exc):
+            pytest.skip(f"Triton's CUDA backend is not usable here: {exc}")
+        raise
+    assert problems == {op: [] for op in CASES}
