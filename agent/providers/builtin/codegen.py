@@ -281,8 +281,10 @@ class _FastLaunch:
     specializes on, and more: tensor dtypes, devices and 16-byte alignment, exact int and bool
     values, the types of floats, keyword (constexpr and option) values, the current device. A miss goes through
     Triton (compiling when needed), which returns the compiled kernel kept for the next call. Grids
-    given as callables, non-CUDA tensors and unknown argument types always take Triton's own path;
-    while a profiler's launch hooks are installed, nothing new is cached.
+    given as callables, non-CUDA or not 16-byte aligned tensors (rare: views at odd offsets; kept
+    on Triton's path until the cached path is verified on them on a GPU) and unknown argument types
+    always take Triton's own path; while a profiler's launch hooks are installed, nothing new is
+    cached.
     """
 
     def __init__(self, fn):
@@ -336,7 +338,7 @@ class _FastLaunch:
             return compiled
         for a in args:  # only argument kinds whose specialization the key captures
             t = type(a)
-            if (t is _T and not a.is_cuda) or not (
+            if (t is _T and not (a.is_cuda and a.data_ptr() % 16 == 0)) or not (
                 t in (_T, int, float, bool) or a is None or t in _VALUE_TYPES
             ):
                 return compiled
