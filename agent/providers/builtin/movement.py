@@ -137,12 +137,21 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
                 F0, F1, F2, F3, F4, FC, P0, P1, P2, P3, P4, PC,
                 S0, S1, S2, S3, S4, SC, Q0, Q1, Q2, Q3, Q4, QC,
                 WRAP: tl.constexpr, FILL: tl.constexpr, COL_IDENT: tl.constexpr,
-                BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+                COL_SHIFT: tl.constexpr, COL64: tl.constexpr, BLOCK_R: tl.constexpr,
+                BLOCK_C: tl.constexpr):
     """out[c] = x[j(c)] per dim (O: out sizes, I: in sizes, F: offsets, P: steps, S: x strides,
-    Q: out strides); places outside the input get `value` (FILL)."""
+    Q: out strides); places outside the input get `value` (FILL).
+
+    Rows (all dims but the last) are split with int64 division once per row; the last dim, one
+    coordinate per element, stays in int32 (unless COL64) and, for a unit step without
+    wrap-around (padding, slices), is a subtraction: per-element int64 division made a padded
+    copy 12x slower than eager on the H200."""
     pid = tl.program_id(0).to(tl.int64)
     rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
+    if COL64:  # a last dim of 2**31 elements or more
+        cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
+    else:
+        cols = (pid % NCB).to(tl.int32) * BLOCK_C + tl.arange(0, BLOCK_C)
     r, c4, j4, k4 = _map_dim(rows, O4, I4, F4, P4, WRAP)
     r, c3, j3, k3 = _map_dim(r, O3, I3, F3, P3, WRAP)
     r, c2, j2, k2 = _map_dim(r, O2, I2, F2, P2, WRAP)
@@ -156,16 +165,19 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
     if COL_IDENT:
         jc = cols
         col_in = col_ok
+    elif COL_SHIFT:
+        jc = cols - FC
+        col_in = col_ok & (jc >= 0) & (jc < IC)
     else:
         _, _, jc, col_in = _map_dim(cols, OC, IC, FC, PC, WRAP)
         col_in = col_in & col_ok
     inside = row_in[:, None] & col_in[None, :]
-    v = tl.load(x_ptr + x_row[:, None] + jc[None, :] * SC, mask=inside, other=0)
+    v = tl.load(x_ptr + x_row[:, None] + jc.to(tl.int64)[None, :] * SC, mask=inside, other=0)
     if FILL:
         v = tl.where(inside, v, value)
     out_mask = row_ok[:, None] & col_ok[None, :]
-    tl.store(out_ptr + o_row[:, None] + cols[None, :] * QC, v.to(out_ptr.dtype.element_ty),
-             mask=out_mask)
+    tl.store(out_ptr + o_row[:, None] + cols.to(tl.int64)[None, :] * QC,
+             v.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 
 def _map_args(x_strides, out_shape, out_strides, plan, wrap, fill):
@@ -186,10 +198,12 @@ def _map_args(x_strides, out_shape, out_strides, plan, wrap, fill):
     rows = _prod(sizes[:5])
     cols = sizes[5]
     col_ident = offs[5] == 0 and steps[5] == 1 and ins[5] == sizes[5]
+    col_shift = not col_ident and not wrap and steps[5] == 1
     block_r, block_c, warps = _tile2(rows, cols)
     ncb = _cdiv(cols, block_c)
     ints = (rows, ncb, 0 if fill is None else fill, *sizes, *ins, *offs, *steps, *xs, *qs)
-    consts = dict(WRAP=wrap, FILL=fill is not None, COL_IDENT=col_ident,
+    consts = dict(WRAP=wrap, FILL=fill is not None, COL_IDENT=col_ident, COL_SHIFT=col_shift,
+                  COL64=cols + block_c >= 2**31 or ins[5] >= 2**31,
                   BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
     return (_cdiv(rows, block_r) * ncb,), ints, consts
 
