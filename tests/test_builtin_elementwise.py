@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 import pytest
 import torch
@@ -242,6 +243,100 @@ def test_fallback_variants_match_eager_on_strided_broadcast_inputs(variant: int)
     ]
     assert check("add.Tensor", texts, variant) == []
     assert check("relu_.default", ["((T([5, 7, 9], f16, [1, 5, 35]),), {})"], variant) == []
+
+
+# strided (`_kernel`) cases of each arity: permuted, sliced, broadcast (stride 0), 0-d operands
+STRIDED_CASES = {
+    "neg.default": [
+        "((T([1, 32, 12, 8], f16, [6144, 16, 512, 1]),), {})",
+        "((T([3, 129], bf16, [256, 1]),), {})",
+        "((T([2, 3, 5, 7], f32, [210, 1, 42, 3]),), {})",
+    ],
+    "add.Tensor": [
+        "((T([2, 3, 5, 7], f32, [210, 1, 42, 3]), T([], f32)), {'alpha': 2})",
+        "((T([4, 6], f16, [12, 2]), T([6], f16)), {})",
+        "((T([2, 3, 5, 7], f16, [105, 35, 1, 5]), T([2, 1, 5, 7], f16)), {})",
+    ],
+    "threshold_backward.default": ["((T([4, 6], f32, [1, 4]), T([6], f32), 0.1), {})"],
+    "where.self": [
+        "((T([3, 1, 7], b8), T([2, 3, 5, 7], f32, [105, 1, 21, 3]), T([5, 1], f32)), {})",
+        "((T([5, 1], b8), T([5, 6], bf16, [1, 5]), T([], bf16)), {})",
+    ],
+}  # fmt: skip
+
+
+def _strided_launches(op: str, texts: list[str], source: str) -> None:
+    """Every case takes `_kernel` (launch 2) and matches eager."""
+    cases = [parse_case(t) for t in texts]
+    assert run_generated(op, source, cases) == []
+    with TemporaryDirectory() as tmp:
+        fn = load_kernel(op, source, Path(tmp))
+        for index, case in enumerate(cases):
+            args, kwargs = materialize_case(op, case, torch.Generator().manual_seed(index))
+            fn(*args, **kwargs)
+            plans = fn.__globals__["_PLANS"]
+            assert [plan[0] for plan in plans.values()][-1] == 2, case.serialize()
+
+
+@pytest.mark.parametrize("op", sorted(STRIDED_CASES))
+def test_strided_path_of_each_arity_matches_eager(op: str) -> None:
+    cases = [parse_case(t) for t in STRIDED_CASES[op]]
+    _strided_launches(op, STRIDED_CASES[op], write(op, cases))
+
+
+def _force_int64_offsets(text: str) -> str:
+    """The same file with every strided launch on its int64-offset path (sizes here are small)."""
+    old = "idx64 = wide or n + block >= 2**31"
+    assert old in text
+    return text.replace(old, "idx64 = True")
+
+
+@pytest.mark.parametrize("op", sorted(STRIDED_CASES))
+def test_strided_path_with_int64_offsets_matches_eager(op: str) -> None:
+    cases = [parse_case(t) for t in STRIDED_CASES[op]]
+    _strided_launches(op, STRIDED_CASES[op], _force_int64_offsets(write(op, cases)))
+
+
+class _Counting:
+    """Stands in for a launched kernel: counts `kernel[grid](...)` launches, then runs them."""
+
+    def __init__(self, kernel) -> None:
+        self.kernel, self.launches = kernel, 0
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches += 1
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+def test_geometry_is_stored_once_per_plan_and_passed_as_one_pointer(tmp_path: Path) -> None:
+    fn, module = _load("add.Tensor", tmp_path)
+    store = module["_store_geometry"] = _Counting(module["_store_geometry"])
+    kernel = module["_kernel"] = _Counting(module["_kernel"])
+    x, y = torch.randn(6, 10)[:, ::2], torch.randn(5)
+    for _ in range(3):
+        _same(fn(x, y), x + y)
+    assert (store.launches, kernel.launches) == (1, 3)
+    _same(fn(x.t(), y.view(5, 1)), x.t() + y.view(5, 1))  # a new geometry: a new plan
+    assert (store.launches, kernel.launches) == (2, 4)
+    plan = next(p for p in module["_PLANS"].values() if p[0] == 2)
+    geo = next(a for a in plan[9] if isinstance(a, torch.Tensor))
+    # sizes, then the out's, x's and y's strides, _MAX_DIMS each (outer dims padded)
+    assert geo.dtype == torch.int32
+    assert geo.tolist() == [1] * 4 + [6, 5] + [0] * 4 + [5, 1] + [0] * 4 + [10, 2] + [0] * 5 + [1]
+    # launch arguments from n: n, geometry, LAYOUT, 2 operand flags, CDT, FLOAT, OUT_BOOL, IDX64
+    assert len(plan[9]) == 9 and plan[9][1] is geo and plan[9][2] == 2 + 8  # 2 dims, out linear
+
+
+def test_geometry_of_a_zero_dim_and_a_number_operand(tmp_path: Path) -> None:
+    fn, module = _load("where.self", tmp_path)
+    cond = torch.rand(4, 1) > 0.5
+    x = torch.randn(6, 4).t()
+    for other in (torch.tensor(2.0), 2.0, torch.tensor(2.0, dtype=torch.float64)):
+        _same(fn(cond, x, other), torch.where(cond, x, other))
+    assert sum(p[0] == 2 for p in module["_PLANS"].values()) == 3
 
 
 # ---------------------------------------------------------------- the wrapper's plan cache
@@ -534,11 +629,16 @@ def test_kernels_compile_for_an_sm90_gpu() -> None:
         "pow.Tensor_Scalar": ["((T([9], i64), 5), {})", "((T([9], f16), 1.7), {})"],
         "div.Tensor_mode": ["((T([9], f32), T([9], f32)), {'rounding_mode': 'floor'})", "((T([9], i64), T([9], i64)), {'rounding_mode': 'floor'})"],
         "gelu_backward.default": ["((T([9], bf16), T([9], bf16)), {'approximate': 'tanh'})"],
+        "neg.default": ["((T([1, 32, 12, 8], f16, [6144, 16, 512, 1]),), {})"],  # strided unary
+        "where.self": [STRIDED_CASES["where.self"][0]],
     }  # fmt: skip
     batch = []
     for op, texts in jobs.items():
         cases = [parse_case(t) for t in texts]
         batch.append((op, write(op, cases), cases))
+    for op in ("neg.default", "add.Tensor"):  # the strided path with int64 offsets too
+        cases = [parse_case(t) for t in STRIDED_CASES[op][:1]]
+        batch.append((op, _force_int64_offsets(write(op, cases)), cases))
     try:
         problems = compile_many(batch)
     except RuntimeError as exc:

@@ -19,7 +19,11 @@ compute `out` from the loaded values. `render` turns a spec into a standalone ke
   plan drops size-1 dims, walks the output's memory order and merges dims that every operand steps
   through as one, so a broadcast or strided case costs at most one div/mod per remaining dim (up
   to 6 dims; more falls back to contiguous copies), and operands laid out like the output are
-  still indexed linearly;
+  still indexed linearly. The merged sizes and strides live in a small tensor on the operands'
+  device that the plan owns (written once by `_store_geometry`, a one-program kernel: no host-to-
+  device copy), so a launch passes one pointer instead of ~6 ints per operand (each launch
+  argument costs host time in the launcher); NDIM and which operands are linear are one
+  constexpr, LAYOUT;
 - arithmetic runs in f32 for f16/bf16/f32 (f64 stays f64, integers stay integers), values are cast
   back on store; offsets are int64 only when an offset can pass 2**31.
 
@@ -223,6 +227,7 @@ _REQUIRED = object()  # marks a parameter without a default that follows one wit
 # the parameters the result dtype reads: everything the plan depends on, and no tensor objects.
 _PLANS = {}
 _empty_strided = torch.empty_strided
+_CAPTURED = []  # geometry tensors of plans built during CUDA graph capture (not cached)
 
 _FLOAT_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
 _INT_BITS = {torch.uint8: 8, torch.int8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64}
@@ -408,6 +413,20 @@ def _extent(sizes, strides):
     return sum((n - 1) * abs(s) for n, s in zip(sizes, strides))
 
 
+def _geometry(sizes, merged, idx64, device):
+    """The merged sizes and each operand's strides as a tensor on `device`, read by `_kernel`
+    (one pointer instead of ~6 launch arguments per operand). Filled by a one-program kernel (no
+    host-to-device copy) once per plan; the plan keeps it. int32 unless offsets need int64."""
+    values = [*sizes, *(s for st in merged for s in st)]
+    geo = torch.empty(len(values), dtype=torch.int64 if idx64 else torch.int32, device=device)
+    _store_geometry[(1,)](geo, *values)
+    if geo.is_cuda and not torch.cuda.is_current_stream_capturing():
+        # later calls may launch on another stream: the write must be done before any of them
+        # (once per plan; under graph capture the graph's own order covers it)
+        torch.cuda.current_stream(geo.device).synchronize()
+    return geo
+
+
 def _converter(kind):
     """The Python conversion `_scalar` applies for a kernel argument of `kind`."""
     if kind is tl.float32 or kind is tl.float64:
@@ -422,7 +441,7 @@ def _build(key, operands, a, out):
     tensor. Returns (launch, cdt, shape, strides, dtype, device, grid, block, num_warps, mid)
     followed by (mode, zero) per operand. launch: 0 nothing to do (no elements), 1 `_kernel_flat`,
     2 `_kernel`, 3 contiguous copies first (`_launch_copies`). mid: the launch arguments from `n`
-    through IDX64. mode: None when the kernel reads the operand (a tensor on the output's device;
+    through IDX64 (for `_kernel`, the plan's geometry tensor from `_geometry` among them). mode: None when the kernel reads the operand (a tensor on the output's device;
     its value argument is `zero`), else how to turn the argument into a by-value kernel argument
     (a number, or a 0-d tensor on another device such as a CPU scalar beside CUDA tensors).
     """
@@ -504,9 +523,14 @@ def _build(key, operands, a, out):
             if plan is not None:
                 ndim, sizes, merged, linear = plan
                 wide = any(_extent(sizes, st) >= 2**31 for st in merged)
-                flat_strides = [s for st in merged for s in st]
                 idx64 = wide or n + block >= 2**31
-                launch, mid = 2, (n, *sizes, *flat_strides, ndim, *linear, *tail, idx64)
+                geo = _geometry(sizes, merged, idx64, device)
+                layout = ndim + sum(8 << i for i, lin in enumerate(linear) if lin)
+                launch, mid = 2, (n, geo, layout, *tail, idx64)
+                if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                    # the geometry is written when the graph replays: keep it for the graph only
+                    _CAPTURED.append(geo)
+                    cache = False
             else:
                 copies = tuple(
                     t is not None and not (tuple(t.shape) == shape and t.is_contiguous())
@@ -560,9 +584,8 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     params += [*scalar_vars, "n"]
     constexpr: list[str] = []
     if not flat:
-        params += [f"size{d}" for d in range(MAX_DIMS)]
-        params += [f"{p}_st{d}" for p in every for d in range(MAX_DIMS)]
-        constexpr += ["NDIM", "OUT_LIN", *(f"{v.upper()}_LIN" for v in vars_)]
+        params.append("geo_ptr")
+        constexpr.append("LAYOUT")
     constexpr += [f"{v.upper()}_SCALAR" for v in vars_]
     constexpr += ["CDT", "FLOAT", "OUT_BOOL", "IDX64", *(name for name, _ in spec.constexprs)]
     constexpr += ["BLOCK"]
@@ -572,17 +595,21 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     )
     lines = [codegen.indent(codegen.OFFSETS_SOURCE).rstrip("\n")]
     if not flat:
-        lines.append(
-            "    # coordinates along the merged dims (innermost = dim 5; outer dims padded)"
-        )
-        lines.append("    c5 = offs")
-        lines.append("    rest = offs")
+        lines += [
+            "    # LAYOUT % 8 = NDIM, the merged dims; bit 3 + i: operand i (0 = out) is linear in",
+            "    # them. geo_ptr: sizes then each operand's strides, _MAX_DIMS each (outer dims",
+            "    # padded), int64 when IDX64 else int32 (`_store_geometry`, once per plan)",
+            "    # coordinates along the merged dims (innermost = dim 5)",
+            "    c5 = offs",
+            "    rest = offs",
+        ]
         pad = "    "
         for k in range(1, MAX_DIMS):
             d = MAX_DIMS - k
-            lines.append(f"{pad}if NDIM > {k}:")
+            lines.append(f"{pad}if LAYOUT % 8 > {k}:")
             pad += "    "
             lines += [
+                f"{pad}size{d} = tl.load(geo_ptr + {d})",
                 f"{pad}c{d} = rest % size{d}",
                 f"{pad}rest = rest // size{d}",
                 f"{pad}c{d - 1} = rest",
@@ -591,12 +618,18 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     def offset_lines(p: str, pad: str) -> list[str]:
         if flat:
             return [f"{pad}{p}_off = offs"]
-        out = [f"{pad}if {p.upper()}_LIN:", f"{pad}    {p}_off = offs", f"{pad}else:"]
-        out.append(f"{pad}    {p}_off = c5 * {p}_st5")
+        i = every.index(p)
+        base = MAX_DIMS * (1 + i)
+        out = [
+            f"{pad}if LAYOUT // {8 << i} % 2 == 1:  # {p} linear",
+            f"{pad}    {p}_off = offs",
+            f"{pad}else:",
+            f"{pad}    {p}_off = c5 * tl.load(geo_ptr + {base + MAX_DIMS - 1})",
+        ]
         for k in range(1, MAX_DIMS):
             d = MAX_DIMS - 1 - k
-            out.append(f"{pad}    if NDIM > {k}:")
-            out.append(f"{pad}        {p}_off += c{d} * {p}_st{d}")
+            out.append(f"{pad}    if LAYOUT % 8 > {k}:")
+            out.append(f"{pad}        {p}_off += c{d} * tl.load(geo_ptr + {base + d})")
         return out
 
     for operand in spec.operands:
@@ -636,6 +669,18 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     decorator = f"@triton.jit(do_not_specialize={no_spec!r})" if no_spec else "@triton.jit"
     name = "_kernel_flat" if flat else "_kernel"
     return f"{decorator}\ndef {name}(\n{signature},\n):\n" + "\n".join(lines) + "\n"
+
+
+def _store_geometry_source(spec: Elementwise) -> str:
+    """`_store_geometry(geo_ptr, g0, ...)`: writes a strided plan's sizes and strides (out's and
+    each operand's, `MAX_DIMS` each) into the plan's geometry tensor; launched once per plan."""
+    names = [f"g{i}" for i in range(MAX_DIMS * (2 + len(spec.operands)))]
+    params = "".join(f"    {g}: tl.int64,\n" for g in names)
+    stores = "".join(f"    tl.store(geo_ptr + {i}, {g})\n" for i, g in enumerate(names))
+    return (
+        f"@triton.jit(do_not_specialize={names!r})\n"
+        f"def _store_geometry(\n    geo_ptr,\n{params}):\n{stores}"
+    )
 
 
 _A_REF = re.compile(r'a\["(\w+)"\]')
@@ -818,6 +863,7 @@ def render(op: str, spec: Elementwise, variant: int) -> str:
         *_helpers_for(spec.body),
         _kernel_source(spec, flat=True),
         _kernel_source(spec, flat=False),
+        _store_geometry_source(spec),
         _wrapper_source(op, spec, kind),
     )
 
