@@ -13,8 +13,11 @@ Contract:
   `MODEL_CHECK.md`: final losses, the largest loss difference, kernel hit counts over training,
   the overloads that still ran in eager during one tracked training step (fallbacks) with the
   share of calls and of (synchronised, per-call) operator time our kernels covered, step times,
-  and an inference check on a transformers GPT-2 built from a config (random weights) when
-  transformers is installed.
+  an inference check on a transformers GPT-2 built from a config (random weights) when
+  transformers is installed, and the noise floor: a third run, eager from the same weights
+  times (1 + 1e-7 N(0,1)), i.e. rounding-sized changes and nothing else; how far its final loss
+  lands from eager's says how much of the backend's difference rounding alone explains
+  (`--no-noise-floor` skips it).
 - Verdict: passed when the final backend loss (the mean over the last tenth of the steps: a
   single late step's loss swings with its batch) is within `--tolerance` (relative, default 2%)
   of eager's and at least one of our kernels ran. Exit 0 passed, 1 failed, 2 usage error.
@@ -75,10 +78,13 @@ class CheckOptions:
     shape_match: str = "exact"
     on_kernel_error: str = "eager"
     inference: bool = True
+    noise_floor: bool = True
     command: str = ""
 
 
 # --------------------------------------------------------------------------- training
+
+NOISE_SCALE = 1e-7  # relative perturbation of the noise-floor run's initial weights (~1 f32 ulp)
 
 
 def _sync(device: str) -> None:
@@ -97,6 +103,23 @@ def initial_state(cfg: GPTConfig, seed: int) -> dict[str, torch.Tensor]:
     """Initial weights, made in eager on the CPU so no kernel of ours takes part."""
     torch.manual_seed(seed)
     return copy.deepcopy(GPT(cfg).state_dict())
+
+
+def perturbed_state(
+    state: dict[str, torch.Tensor], seed: int, scale: float = NOISE_SCALE
+) -> dict[str, torch.Tensor]:
+    """The initial weights times (1 + scale * N(0, 1)): about one float32 rounding step each.
+
+    A kernel that is right up to rounding changes the run by about this much; training the same
+    model from these weights in eager shows how far that alone moves the final loss (the noise
+    floor the backend's difference is read against)."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    return {
+        k: v * (1 + scale * torch.randn(v.shape, generator=gen, dtype=v.dtype))
+        if v.is_floating_point()
+        else v.clone()
+        for k, v in state.items()
+    }
 
 
 def fresh_model(
@@ -324,6 +347,10 @@ def run_check(opts: CheckOptions) -> dict[str, Any]:
     )
 
     eager = train(model_e, opt_e, batches, device, "eager")
+    noisy = None
+    if opts.noise_floor:
+        model_n, opt_n = fresh_model(cfg, perturbed_state(state, opts.seed), device)
+        noisy = train(model_n, opt_n, batches, device, "eager, weights x (1 + 1e-7 N(0,1))")
     with backend_mod.use(
         opts.kernels_dir,
         ops=opts.ops,
@@ -354,6 +381,16 @@ def run_check(opts: CheckOptions) -> dict[str, Any]:
     final_b = sum(ours.losses[-window:]) / window if len(ours.losses) >= window else math.nan
     rel = abs(final_b - final_e) / abs(final_e) if final_e else math.inf
     total_hits = sum(train_stats["hits"].values())
+    noise_floor: dict[str, Any] = {"ran": False}
+    if noisy is not None and len(noisy.losses) >= window:
+        final_n = sum(noisy.losses[-window:]) / window
+        noise_floor = {
+            "ran": True,
+            "weight_noise": NOISE_SCALE,
+            "final_loss": final_n,
+            "rel_diff_to_eager": abs(final_n - final_e) / abs(final_e) if final_e else math.inf,
+            "largest_loss_diff": _loss_diffs(eager.losses, noisy.losses),
+        }
     reasons = []
     if not (math.isfinite(rel) and rel <= opts.tolerance):
         reasons.append(
@@ -386,6 +423,7 @@ def run_check(opts: CheckOptions) -> dict[str, Any]:
             },
         },
         "largest_loss_diff": _loss_diffs(eager.losses, ours.losses),
+        "noise_floor": noise_floor,
         "step_ms": {
             "median_eager": med_e,
             "median_backend": med_b,
@@ -412,7 +450,7 @@ def run_check(opts: CheckOptions) -> dict[str, Any]:
         "data": run_info["data"],
         "run_dir": str(run_dir),
     }
-    write_outputs(run_dir, result, eager, ours)
+    write_outputs(run_dir, result, eager, ours, noisy)
     run_info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     write_json(run_dir / "run.json", run_info)
     return result
@@ -491,6 +529,13 @@ def parse_args(argv: list[str] | None = None) -> CheckOptions:
         action="store_false",
         help="skip the transformers inference check",
     )
+    p.add_argument(
+        "--no-noise-floor",
+        dest="noise_floor",
+        action="store_false",
+        help="skip the third run (eager from weights perturbed by ~1 ulp) that measures how far "
+        "rounding alone moves the final loss",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args(argv)
     logging.basicConfig(
@@ -514,6 +559,7 @@ def parse_args(argv: list[str] | None = None) -> CheckOptions:
         shape_match=a.shape_match,
         on_kernel_error=a.on_kernel_error,
         inference=a.inference,
+        noise_floor=a.noise_floor,
         command=" ".join(
             ["python -m evaluator.model_check", *(argv if argv is not None else sys.argv[1:])]
         ),

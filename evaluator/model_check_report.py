@@ -1,7 +1,9 @@
 """The files a model check writes (evaluator.model_check), rendered from its result dict.
 
-Contract: `write_outputs(run_dir, result, eager, ours)`, with the two runs as `TrainResult`s,
-writes `losses.csv` (step, loss_eager, loss_backend, step_ms_eager, step_ms_backend),
+Contract: `write_outputs(run_dir, result, eager, ours, noisy=None)`, with the runs as
+`TrainResult`s (`noisy`: the eager run from perturbed weights, the noise floor), writes
+`losses.csv` (step, loss_eager, loss_backend, step_ms_eager, step_ms_backend, and
+loss_eager_perturbed when the noise-floor run exists),
 `loss_curves.png` (matplotlib when installed, else `evaluator.png_plot`), `model_check.json`
 (`result`, plus `plot` and `plot_drawn_by`) and `MODEL_CHECK.md`.
 """
@@ -27,24 +29,32 @@ class TrainResult:
     step_ms: list[float] = field(default_factory=list)
 
 
-def _csv_text(eager: TrainResult, ours: TrainResult) -> str:
+def _csv_text(eager: TrainResult, ours: TrainResult, noisy: TrainResult | None = None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["step", "loss_eager", "loss_backend", "step_ms_eager", "step_ms_backend"])
+    header = ["step", "loss_eager", "loss_backend", "step_ms_eager", "step_ms_backend"]
+    w.writerow(header + (["loss_eager_perturbed"] if noisy is not None else []))
     for i in range(max(len(eager.losses), len(ours.losses))):
         row: list[Any] = [i + 1]
         for seq in (eager.losses, ours.losses):
             row.append(f"{seq[i]:.6f}" if i < len(seq) else "")
         for seq in (eager.step_ms, ours.step_ms):
             row.append(f"{seq[i]:.3f}" if i < len(seq) else "")
+        if noisy is not None:
+            row.append(f"{noisy.losses[i]:.6f}" if i < len(noisy.losses) else "")
         w.writerow(row)
     return buf.getvalue()
 
 
-def plot_losses(path: Path, eager: TrainResult, ours: TrainResult, title: str) -> str:
-    """Write the loss curves (and their difference) as a PNG; returns what drew it."""
+def plot_losses(
+    path: Path, eager: TrainResult, ours: TrainResult, title: str, noisy: TrainResult | None = None
+) -> str:
+    """Write the loss curves (and their difference) as a PNG; returns what drew it. With the
+    noise-floor run, its difference to eager is drawn under the backend's, in grey."""
     n = min(len(eager.losses), len(ours.losses))
     diff = [ours.losses[i] - eager.losses[i] for i in range(n)]
+    m = min(len(eager.losses), len(noisy.losses)) if noisy is not None else 0
+    noise = [noisy.losses[i] - eager.losses[i] for i in range(m)] if noisy is not None else []
     try:
         import matplotlib
 
@@ -61,7 +71,13 @@ def plot_losses(path: Path, eager: TrainResult, ours: TrainResult, title: str) -
                 height_weight=3.0,
             ),
             png_plot.Panel(
-                "backend - eager", [png_plot.Series("difference", diff, png_plot.RED, 1)]
+                "backend - eager",
+                (
+                    [png_plot.Series("eager (perturbed) - eager", noise, (160, 160, 160), 1)]
+                    if noise
+                    else []
+                )
+                + [png_plot.Series("difference", diff, png_plot.RED, 1)],
             ),
         ]
         png_plot.plot_png(path, panels, title=title, xlabel="step")
@@ -80,9 +96,15 @@ def plot_losses(path: Path, eager: TrainResult, ours: TrainResult, title: str) -
     top.set_ylabel("training loss")
     top.set_title(title)
     top.legend()
-    bottom.plot(range(1, n + 1), diff, color="tab:red", linewidth=1.0)
+    if noise:
+        bottom.plot(
+            range(1, m + 1), noise, color="grey", linewidth=0.8, label="eager from ~1-ulp weights"
+        )
+    bottom.plot(range(1, n + 1), diff, color="tab:red", linewidth=1.0, label="backend")
+    if noise:
+        bottom.legend(fontsize="small")
     bottom.axhline(0.0, color="grey", linewidth=0.5)
-    bottom.set_ylabel("backend - eager")
+    bottom.set_ylabel("minus eager")
     bottom.set_xlabel("step")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -96,6 +118,19 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return format(value, spec)
+
+
+def _noise_line(result: dict[str, Any]) -> str:
+    nf = result.get("noise_floor") or {"ran": False}
+    if not nf.get("ran"):
+        return "- noise floor: not measured (--no-noise-floor)"
+    ld = nf["largest_loss_diff"]
+    return (
+        f"- noise floor: eager from the same weights times (1 + {nf['weight_noise']:g} N(0,1)) ends at"
+        f" {_fmt(nf['final_loss'])}, {_fmt(nf['rel_diff_to_eager'], '.3%')} from eager (largest"
+        f" difference {_fmt(ld['max_abs'], '.3g')} at step {ld['max_abs_step']}): rounding-sized"
+        " changes alone move this run that much"
+    )
 
 
 def render_markdown(result: dict[str, Any]) -> str:
@@ -128,6 +163,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         f" {ld['max_abs_step']} (largest relative {_fmt(ld['max_rel'], '.3%')})",
         f"- step time, median after warm-up: eager {_fmt(sm['median_eager'], '.2f')} ms, backend"
         f" {_fmt(sm['median_backend'], '.2f')} ms, ratio backend/eager {_fmt(sm['ratio_backend_over_eager'], '.2f')}",
+        _noise_line(result),
         f"- loss curves: `loss_curves.png` (drawn with {result['plot_drawn_by']})",
         f"- command: `{result['command']}`",
     ]
@@ -217,13 +253,17 @@ def render_markdown(result: dict[str, Any]) -> str:
 
 
 def write_outputs(
-    run_dir: Path, result: dict[str, Any], eager: TrainResult, ours: TrainResult
+    run_dir: Path,
+    result: dict[str, Any],
+    eager: TrainResult,
+    ours: TrainResult,
+    noisy: TrainResult | None = None,
 ) -> None:
-    write_text(run_dir / "losses.csv", _csv_text(eager, ours))
+    write_text(run_dir / "losses.csv", _csv_text(eager, ours, noisy))
     title = (
         f"tiny GPT ({result['model']['preset']}) on {result['device']}: eager vs atenforge backend"
     )
     result["plot"] = "loss_curves.png"
-    result["plot_drawn_by"] = plot_losses(run_dir / "loss_curves.png", eager, ours, title)
+    result["plot_drawn_by"] = plot_losses(run_dir / "loss_curves.png", eager, ours, title, noisy)
     write_json(run_dir / "model_check.json", result)
     write_text(run_dir / "MODEL_CHECK.md", render_markdown(result))

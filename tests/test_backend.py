@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -390,15 +391,32 @@ def test_model_check_writes_losses_and_report(tmp_path):
         "loss_backend",
         "step_ms_eager",
         "step_ms_backend",
+        "loss_eager_perturbed",
     ]
     assert len(rows) == 2
     result = json.loads((run_dir / "model_check.json").read_text())
     assert result["verdict"] == "passed"
+    nf = result["noise_floor"]
+    assert nf["ran"] and nf["weight_noise"] == 1e-7 and math.isfinite(nf["rel_diff_to_eager"])
+    # ~1-ulp weights change the loss a little, not by much, in two steps
+    assert rows[0]["loss_eager_perturbed"] != "" and nf["rel_diff_to_eager"] < 1e-3
     assert result["hits"]["mm.default"] > 0
     assert "bmm.default" in result["one_step"]["fallbacks"]
     assert result["inference"]["ran"] or "transformers" in result["inference"]["reason"]
-    assert "Verdict: PASSED" in (run_dir / "MODEL_CHECK.md").read_text()
+    report = (run_dir / "MODEL_CHECK.md").read_text()
+    assert "Verdict: PASSED" in report and "noise floor: eager from the same weights" in report
     assert (run_dir / "loss_curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_perturbed_state_changes_floats_by_about_one_ulp_and_leaves_the_original() -> None:
+    from evaluator.model_check import perturbed_state
+
+    state = {"w": torch.randn(1000), "steps": torch.tensor(3)}
+    before = state["w"].clone()
+    noisy = perturbed_state(state, seed=0)
+    rel = ((noisy["w"] - state["w"]) / state["w"]).abs()
+    assert torch.equal(state["w"], before) and torch.equal(noisy["steps"], state["steps"])
+    assert 0 < rel.median() < 1e-6 and (noisy["w"] != state["w"]).any()
 
 
 def test_model_check_without_results_exits_2(tmp_path):
