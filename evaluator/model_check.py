@@ -79,6 +79,7 @@ class CheckOptions:
     on_kernel_error: str = "eager"
     inference: bool = True
     noise_floor: bool = True
+    lr_schedule: str = "constant"
     command: str = ""
 
 
@@ -141,16 +142,38 @@ def train_step(
     return loss.detach()
 
 
+LR_SCHEDULES = ("constant", "cosine")
+
+
+def lr_factor(schedule: str, step: int, steps: int) -> float:
+    """Learning-rate multiplier at `step` of `steps`: constant, or nanoGPT's recipe (linear
+    warm-up over the first 10% of the steps, then cosine decay to a tenth of the peak). With the
+    decay the last steps move the weights little, so the final loss says more about the kernels
+    than about where a chaotic trajectory happened to be at the end."""
+    if schedule == "constant":
+        return 1.0
+    warmup = max(1, steps // 10)
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, steps - warmup))
+    return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
 def train(
     model: GPT,
     opt: torch.optim.Optimizer,
     batches: list[tuple[torch.Tensor, torch.Tensor]],
     device: str,
     label: str,
+    schedule: str = "constant",
 ) -> TrainResult:
     result = TrainResult()
+    peak = [group["lr"] for group in opt.param_groups]
     every = max(1, len(batches) // 10)
     for step, (x, y) in enumerate(batches):
+        factor = lr_factor(schedule, step, len(batches))
+        for group, lr in zip(opt.param_groups, peak, strict=True):
+            group["lr"] = lr * factor
         _sync(device)
         start = time.perf_counter()
         loss = train_step(model, opt, x, y)
@@ -320,7 +343,7 @@ def run_check(opts: CheckOptions) -> dict[str, Any]:
         "device": device,
         "environment": environment_info(device),
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(opts).items()},
-        "model": {"preset": preset, **cfg.to_json()},
+        "model": {"preset": preset, **cfg.to_json(), "lr_schedule": opts.lr_schedule},
         "data": {"source": data.source, "chars": len(data.text), "vocab_size": data.vocab_size},
         "steps": steps,
         "started": started,
@@ -346,11 +369,13 @@ def run_check(opts: CheckOptions) -> dict[str, Any]:
         else {"ran": False, "reason": "--no-inference"}
     )
 
-    eager = train(model_e, opt_e, batches, device, "eager")
+    eager = train(model_e, opt_e, batches, device, "eager", opts.lr_schedule)
     noisy = None
     if opts.noise_floor:
         model_n, opt_n = fresh_model(cfg, perturbed_state(state, opts.seed), device)
-        noisy = train(model_n, opt_n, batches, device, "eager, weights x (1 + 1e-7 N(0,1))")
+        noisy = train(
+            model_n, opt_n, batches, device, "eager, weights x (1 + 1e-7 N(0,1))", opts.lr_schedule
+        )
     with backend_mod.use(
         opts.kernels_dir,
         ops=opts.ops,
@@ -362,7 +387,7 @@ def run_check(opts: CheckOptions) -> dict[str, Any]:
         on_error=opts.on_kernel_error,
         log_dir=opts.log_dir,
     ) as be:
-        ours = train(model_b, opt_b, batches, device, "backend")
+        ours = train(model_b, opt_b, batches, device, "backend", opts.lr_schedule)
         train_stats = be.stats()
         # One more step, tracked and timed call by call: which overloads still ran in eager,
         # and what share of the calls and of the operator time ours took. Kernels are warm.
@@ -530,6 +555,13 @@ def parse_args(argv: list[str] | None = None) -> CheckOptions:
         help="skip the transformers inference check",
     )
     p.add_argument(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default="constant",
+        help="learning rate over the run: constant, or warm-up then cosine decay to 10%% "
+        "(less chaotic late training)",
+    )
+    p.add_argument(
         "--no-noise-floor",
         dest="noise_floor",
         action="store_false",
@@ -560,6 +592,7 @@ def parse_args(argv: list[str] | None = None) -> CheckOptions:
         on_kernel_error=a.on_kernel_error,
         inference=a.inference,
         noise_floor=a.noise_floor,
+        lr_schedule=a.lr_schedule,
         command=" ".join(
             ["python -m evaluator.model_check", *(argv if argv is not None else sys.argv[1:])]
         ),

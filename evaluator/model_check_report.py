@@ -158,7 +158,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         f" results: `{be['results'] or 'none (--all)'}`",
         f"- model: {model['n_layer']} layer(s), {model['n_embd']} wide, {model['n_head']} heads, context"
         f" {model['block_size']}, batch {model['batch_size']}, vocab {model['vocab_size']} (preset"
-        f" `{model['preset']}`), fp32, AdamW lr {model['learning_rate']}; data: {result['data']['source']}",
+        f" `{model['preset']}`), fp32, AdamW lr {model['learning_rate']}"
+        f" ({model.get('lr_schedule', 'constant')} schedule); data: {result['data']['source']}",
         f"- steps: {result['steps']}; largest loss difference {_fmt(ld['max_abs'], '.3g')} at step"
         f" {ld['max_abs_step']} (largest relative {_fmt(ld['max_rel'], '.3%')})",
         f"- step time, median after warm-up: eager {_fmt(sm['median_eager'], '.2f')} ms, backend"

@@ -408,6 +408,15 @@ def test_model_check_writes_losses_and_report(tmp_path):
     assert (run_dir / "loss_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cosine_schedule_warms_up_then_decays_to_a_tenth() -> None:
+    from evaluator.model_check import lr_factor
+
+    f = [lr_factor("cosine", s, 500) for s in range(500)]
+    assert f[0] == 1 / 50 and f[49] == 1.0 and max(f) == 1.0
+    assert all(a >= b for a, b in zip(f[49:], f[50:], strict=False))  # non-increasing after warm-up
+    assert abs(f[-1] - 0.1) < 1e-3 and lr_factor("constant", 400, 500) == 1.0
+
+
 def test_perturbed_state_changes_floats_by_about_one_ulp_and_leaves_the_original() -> None:
     from evaluator.model_check import perturbed_state
 
