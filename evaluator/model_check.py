@@ -24,8 +24,8 @@ Contract:
 - Defaults: on a GPU 500 steps of the "small" preset (4 layers, 256 wide, context 128,
   batch 32); on the CPU (Triton's interpreter, slow) 10 steps of the "tiny" preset. AdamW with
   nanoGPT's schedule (warm-up, cosine decay to a tenth): with a constant learning rate the run is
-  chaotic late on (on the CPU, weights changed by 1e-7 alone moved eager's final loss from 0.265
-  to 1.665), with the decay the same perturbation moved it by 0.03%.
+  chaotic late on (on the CPU, weights changed by 1e-7 alone moved eager's final loss by 4.6%,
+  more than the 2% tolerance); with the decay the same perturbation moved it by 0.003%.
 - `--on-kernel-error eager` (default) runs a call whose kernel raised in eager and counts it
   (reported); `raise` stops at the first such call.
 - Imports only torch, triton (through the kernels), the standard library and `evaluator`;
