@@ -68,7 +68,12 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--sort", choices=["speedup", "eager_us", "op"], default="speedup")
     args = ap.parse_args()
-    results = json.loads((args.run_dir / "full_results.json").read_text())
+    path = args.run_dir / "full_results.json"
+    if not path.is_file():
+        raise SystemExit(f"perf_table: no {path}: give the run folder of an evaluation")
+    results = json.loads(path.read_text())
+    if results.get("device") != "cuda":
+        raise SystemExit(f"perf_table: {path} is a {results.get('device')} run: nothing was timed")
     rows = operator_rows(results)
     rows.sort(key=lambda r: r[args.sort])
     print(
