@@ -279,8 +279,9 @@ class _FastLaunch:
     the compiled kernel up on each call: 20-40 us of host time per launch on the lent H200's host,
     more than most torchbench cases take on the GPU. The key here covers everything Triton
     specializes on, and more: tensor dtypes, devices and 16-byte alignment, exact int and bool
-    values, the types of floats, keyword (constexpr and option) values, the current device. A miss goes through
-    Triton (compiling when needed), which returns the compiled kernel kept for the next call. Grids
+    values, the types of floats, keyword (constexpr and option) values, the current device. A
+    miss goes through Triton (compiling when needed), which returns the compiled kernel kept for
+    the next call. Grids
     given as callables, non-CUDA or not 16-byte aligned tensors (rare: views at odd offsets; kept
     on Triton's path until the cached path is verified on them on a GPU) and unknown argument types
     always take Triton's own path; while a profiler's launch hooks are installed, nothing new is
