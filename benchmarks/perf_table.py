@@ -8,6 +8,9 @@ bytes that must move) the share of measured HBM bandwidth the kernel reached (by
 bytes the evaluator's roofline floor counts) and whether eager's time there is above the launch-
 overhead band (only those cases say anything about bandwidth). The summary line gives the geomean
 over all passed operators and over those with at least one case that is not overhead-dominated.
+Evaluations that measured host time also get each side's median host µs per call and a "loop"
+geomean: per case max(GPU time, host time) of eager over the kernel's, the speed of a loop of
+calls in which the GPU waits for the host whenever the host is the slower.
 """
 
 from __future__ import annotations
@@ -44,9 +47,23 @@ def operator_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         floor = largest.get("floor_ms") or 0.0
         moved = floor * 1e-3 * bw * 1e9
         measured = largest.get("kernel_ms_measured", largest["kernel_ms"])
+        hosted = [r for r in timed if r.get("kernel_host_ms") and r.get("eager_host_ms")]
         rows.append(
             {
                 "op": o["op"],
+                "eager_host_us": statistics.median(r["eager_host_ms"] for r in hosted) * 1e3
+                if hosted
+                else None,
+                "kernel_host_us": statistics.median(r["kernel_host_ms"] for r in hosted) * 1e3
+                if hosted
+                else None,
+                "loop_speedup": _geomean(
+                    [
+                        max(r["eager_ms"], r["eager_host_ms"])
+                        / max(r["kernel_ms"], r["kernel_host_ms"])
+                        for r in hosted
+                    ]
+                ),
                 "speedup": _geomean([r["speedup"] for r in timed]),
                 "eager_us": statistics.median(r["eager_ms"] for r in timed) * 1e3,
                 "kernel_us": statistics.median(r["kernel_ms"] for r in timed) * 1e3,
@@ -78,16 +95,19 @@ def main() -> None:
     rows.sort(key=lambda r: r[args.sort])
     print(
         "| operator | cases | geomean speedup | median eager µs | median kernel µs "
-        "| largest case MiB | kernel % HBM bw | eager % HBM bw |"
+        "| largest case MiB | kernel % HBM bw | eager % HBM bw | host µs eager / kernel "
+        "| loop speedup |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         big = r["largest_mib"] >= MIN_BANDWIDTH_BYTES / (1 << 20) and not r["compute"]
         bw = f"{r['bw_pct']:.0f}" if big else f"({r['bw_pct']:.0f})"
         ebw = f"{r['eager_bw_pct']:.0f}" if big else f"({r['eager_bw_pct']:.0f})"
         print(
             f"| {r['op']}{' †' if r['overhead'] else ''} | {r['cases']} | {r['speedup']:.2f}× "
-            f"| {r['eager_us']:.1f} | {r['kernel_us']:.1f} | {r['largest_mib']:.1f} | {bw} | {ebw} |"
+            f"| {r['eager_us']:.1f} | {r['kernel_us']:.1f} | {r['largest_mib']:.1f} | {bw} | {ebw} "
+            f"| {_pair(r['eager_host_us'], r['kernel_host_us'])} "
+            f"| {'-' if r['loop_speedup'] is None else format(r['loop_speedup'], '.2f') + '×'} |"
         )
     all_g = _geomean([r["speedup"] for r in rows])
     real = [r for r in rows if not r["overhead"]]
@@ -105,6 +125,17 @@ def main() -> None:
         f"≥ 80% of HBM bandwidth; {sum(r['bw_pct'] >= r['eager_bw_pct'] * 0.9 for r in big)} "
         f"within 10% of eager's bandwidth or above it."
     )
+    loops = [r["loop_speedup"] for r in rows if r["loop_speedup"]]
+    if loops:
+        print()
+        print(
+            f"Host time measured for {len(loops)} operators: loop geomean {_geomean(loops):.3f}× "
+            f"(per case max(GPU, host) of eager over the kernel's)."
+        )
+
+
+def _pair(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a:.1f} / {b:.1f}"
 
 
 if __name__ == "__main__":

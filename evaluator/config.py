@@ -66,6 +66,12 @@ class TimingConfig(_Model):
     flush_l2_mib: int = Field(
         256, ge=0, description="bytes written between reps to flush L2 (H200 L2 = 60 MB)"
     )
+    host_window_us: float = Field(
+        200.0,
+        ge=0,
+        description="GPU-side wait before each timed call, so host time up to this is not timed "
+        "as GPU time (0: flush only)",
+    )
     hbm_bandwidth_gbps: float = Field(
         4260.0,
         gt=0,

@@ -290,6 +290,7 @@ class HarnessSnapshot:
             "torch.Tensor.copy_": (torch.Tensor, "copy_"),
             "torch.cuda.synchronize": (torch.cuda, "synchronize"),
             "torch.cuda.Event": (torch.cuda, "Event"),
+            "torch.cuda._sleep": (torch.cuda, "_sleep"),
             "triton.testing.do_bench": (triton.testing, "do_bench"),
             "os._exit": (os, "_exit"),
         }

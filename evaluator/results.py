@@ -101,6 +101,9 @@ class TestResult:
     flags: list[str] = field(default_factory=list)
     skipped: bool = False
     floor_ms: float | None = None  # memory-bandwidth floor for this case, when measured
+    # host wall time of one call, GPU busy (median), when measured: launch-bound calls show here
+    kernel_host_ms: float | None = None
+    eager_host_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}

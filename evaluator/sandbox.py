@@ -460,6 +460,8 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
                 event["speedup"],
                 event["floor_ms"],
             )
+            t.kernel_host_ms = event.get("kernel_host_ms")
+            t.eager_host_ms = event.get("eager_host_ms")
             t.flags += [f for f in event.get("flags", []) if f not in t.flags]
 
     def _fault() -> tuple[str, str]:

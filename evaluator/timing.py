@@ -2,9 +2,18 @@
 
 Per case: fresh inputs (a seed the correctness pass did not use), warm-up of both, then
 repetitions that interleave eager and kernel, each preceded by an L2 flush (a write of
-`flush_l2_mib`), each timed with CUDA events; the median of each side is kept. The kernel time is
-clamped at the memory-bandwidth floor (bytes that must move / measured HBM bandwidth): a time below
-it is physically impossible and means the measurement (or the kernel) is lying. Never on the CPU.
+`flush_l2_mib`) and a GPU-side wait of `host_window_us`, each timed with CUDA events; the median of
+each side is kept. The wait keeps the GPU busy while the host runs the call, so the events measure
+what the GPU did for the call, not how fast the host's CPU was at that moment: without it, the
+flush alone hid only ~37 us of host time on the H200 lease's host, and calls whose Python took
+about that long were timed at 4 us or 22 us from one run to the next (benchmarks/timing_window.py,
+docs/BENCHMARKS.md §11). The host time of each call (wall clock around it, GPU busy) is measured
+in the same loop and reported beside it (`kernel_host_ms`, `eager_host_ms`): a call that needs
+more host time than its GPU time is launch-bound wherever the GPU waits on the host.
+
+The kernel time is clamped at the memory-bandwidth floor (bytes that must move / measured HBM
+bandwidth): a time below it is physically impossible and means the measurement (or the kernel) is
+lying. Never on the CPU.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ if TYPE_CHECKING:
 _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize
 _perf = time.perf_counter
+_gpu_wait = torch.cuda._sleep
 
 
 # Ops that read only part of an input (a table row per index, a slice, one log-probability per
@@ -80,23 +90,50 @@ def _bytes_moved(op: str, args: Any, out: Any) -> int:
 
 
 def _time_pair(
-    fn_a: Any, fn_b: Any, flush: torch.Tensor, reps: int, budget_s: float
-) -> tuple[list[float], list[float]]:
+    fn_a: Any, fn_b: Any, flush: torch.Tensor, reps: int, budget_s: float, wait_cycles: int = 0
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Device ms of a and b per repetition (interleaved, L2 flushed, GPU kept busy for
+    `wait_cycles` before each call), and the host ms of each call."""
     times_a: list[float] = []
     times_b: list[float] = []
+    host_a: list[float] = []
+    host_b: list[float] = []
     start_wall = _perf()
     for _ in range(reps):
-        for fn, times in ((fn_a, times_a), (fn_b, times_b)):
+        for fn, times, host in ((fn_a, times_a, host_a), (fn_b, times_b, host_b)):
             flush.zero_()
+            if wait_cycles:
+                _gpu_wait(wait_cycles)
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             start.record()
+            t0 = _perf()
             fn()
+            t1 = _perf()
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
+            host.append((t1 - t0) * 1e3)
         if _perf() - start_wall > budget_s and len(times_a) >= 3:
             break
-    return times_a, times_b
+    return times_a, times_b, host_a, host_b
+
+
+def _wait_cycles(window_us: float) -> int:
+    """GPU clock cycles for a `_gpu_wait` of about `window_us` (measured: clocks vary by part)."""
+    if window_us <= 0:
+        return 0
+    probe = 200_000
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    _gpu_wait(probe)  # first use
+    runs = []
+    for _ in range(3):
+        start.record()
+        _gpu_wait(probe)
+        end.record()
+        end.synchronize()
+        runs.append(start.elapsed_time(end) * 1e3)  # us
+    per_us = probe / max(statistics.median(runs), 1e-3)
+    return int(window_us * per_us)
 
 
 def time_tests(
@@ -111,7 +148,8 @@ def time_tests(
     # The smallest launch this process can make, timed like the cases: an op whose eager time is
     # within 1.3x of it measures launch paths, not kernels (overhead_dominated).
     tiny = torch.zeros(1, device="cuda")
-    empty_ms = statistics.median(_time_pair(tiny.zero_, tiny.zero_, flush, 20, 1.0)[0])
+    wait_cycles = _wait_cycles(cfg.host_window_us)
+    empty_ms = statistics.median(_time_pair(tiny.zero_, tiny.zero_, flush, 20, 1.0, wait_cycles)[0])
     for i, item in enumerate(prepared):
         if item.skip_reason is not None or not item.runs:
             continue
@@ -130,8 +168,8 @@ def time_tests(
                 eager()
                 kernel()
             _sync()
-            eager_ms, kernel_ms = _time_pair(
-                eager, kernel, flush, cfg.num_reps, cfg.max_time_per_case_s
+            eager_ms, kernel_ms, eager_host, kernel_host = _time_pair(
+                eager, kernel, flush, cfg.num_reps, cfg.max_time_per_case_s, wait_cycles
             )
         except Exception as exc:  # noqa: BLE001 - timing failure is data
             yield i, {"error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -165,6 +203,8 @@ def time_tests(
                 "kernel_ms_measured": k_med,
                 "floor_ms": floor_ms,
                 "speedup": speedup,
+                "eager_host_ms": statistics.median(eager_host),
+                "kernel_host_ms": statistics.median(kernel_host),
                 "flags": flags,
             },
         )

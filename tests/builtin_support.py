@@ -17,8 +17,6 @@ a kernel file is imported, so setting it here is early enough as long as no kern
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import math
 import os
 import sys
@@ -30,8 +28,9 @@ from typing import Any
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
+from kernel_loading import load_kernel  # noqa: E402,F401  (re-exported for the family tests)
 
-from evaluator.naming import kernel_file_name, kernel_function_name, normalize_op, op_to_folder  # noqa: E402
+from evaluator.naming import kernel_file_name, kernel_function_name, normalize_op  # noqa: E402
 from evaluator.testcase import TensorSpec, TestCase  # noqa: E402
 
 # Ops whose float inputs should be positive (domain of log/sqrt, bases of pow).
@@ -53,7 +52,6 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol), the eval
 
 MakeArgs = Callable[[str, TestCase, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
 
-_counter = itertools.count()
 
 
 def make_tensor(
@@ -150,21 +148,6 @@ def compare(name: str, got: Any, want: Any) -> list[str]:
         f"{name}: {int((~close).sum())} of {want.numel()} elements differ, "
         f"max abs error {diff.max().item():.3g} (atol {atol}, rtol {rtol})"
     ]
-
-
-def load_kernel(op: str, source: str, directory: Path) -> Callable[..., Any]:
-    """Write `source` as the op's kernel file under `directory` and import its entry point."""
-    folder = directory / op_to_folder(op)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / kernel_file_name(op)
-    path.write_text(source, encoding="utf-8")
-    module_name = f"_builtin_kernel_{op_to_folder(op)}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # triton's JIT looks functions up through their module
-    spec.loader.exec_module(module)
-    return getattr(module, kernel_function_name(op))
 
 
 def run_generated(

@@ -29,6 +29,7 @@ RECURSING = FIXTURES / "recursing"
 HONEST_OPS = ["add.Tensor", "gelu.default", "mm.default", "mul.Tensor", "relu.default"]
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.on_gpu_when_present
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 import torch
-from builtin_support import load_kernel
+from kernel_loading import load_kernel
 
 from agent.providers.builtin import codegen
 from agent.providers.builtin.registry import WRITERS

@@ -24,8 +24,12 @@ def _check(report, expected: dict) -> list[str]:
     for op, exp in expected.items():
         res = next(r for r in report.operators if r.op == op)
         if res.status != Status(exp["status"]):
-            problems.append(f"{op}: {res.status} != {exp['status']} ({res.flags}; {res.reason[:200]})")
-        elif exp["flag"] and not ({flag_name(f) for f in res.flags} & _EITHER.get(exp["flag"], {exp["flag"]})):
+            problems.append(
+                f"{op}: {res.status} != {exp['status']} ({res.flags}; {res.reason[:200]})"
+            )
+        elif exp["flag"] and not (
+            {flag_name(f) for f in res.flags} & _EITHER.get(exp["flag"], {exp["flag"]})
+        ):
             problems.append(f"{op}: flags {res.flags} lack {exp['flag']}")
     return problems
 
@@ -34,14 +38,27 @@ def test_corpus_gets_same_verdicts_on_gpu(tmp_path) -> None:
     cfg = EvalConfig()
     cfg.sandbox.test_timeout_s = 20
     corpus = FIXTURES / "kernels" / "corpus"
-    report = evaluate(corpus, trace_file=FIXTURES / "corpus_trace.txt", config=cfg, device="cuda", run_dir=tmp_path)
+    report = evaluate(
+        corpus,
+        trace_file=FIXTURES / "corpus_trace.txt",
+        config=cfg,
+        device="cuda",
+        run_dir=tmp_path,
+    )
     assert not _check(report, json.loads((corpus / "EXPECTED.json").read_text()))
 
 
 def test_passing_kernels_are_timed_on_gpu(tmp_path) -> None:
     cfg = EvalConfig()
     corpus = FIXTURES / "kernels" / "corpus"
-    report = evaluate(corpus, trace_file=FIXTURES / "corpus_trace.txt", ops=["add.Tensor", "relu.default"], config=cfg, device="cuda", run_dir=tmp_path)
+    report = evaluate(
+        corpus,
+        trace_file=FIXTURES / "corpus_trace.txt",
+        ops=["add.Tensor", "relu.default"],
+        config=cfg,
+        device="cuda",
+        run_dir=tmp_path,
+    )
     for res in report.operators:
         assert res.status is Status.PASSED, res.reason
         assert res.geomean_speedup is not None and math.isfinite(res.geomean_speedup)
@@ -52,10 +69,47 @@ def test_passing_kernels_are_timed_on_gpu(tmp_path) -> None:
 
 def test_illegal_memory_access_is_caught_and_next_operator_evaluates(tmp_path) -> None:
     kdir = FIXTURES / "kernels" / "gpu_only"
-    report = evaluate(kdir, trace_file=FIXTURES / "gpu_trace.txt", config=EvalConfig(), device="cuda", run_dir=tmp_path)
+    report = evaluate(
+        kdir,
+        trace_file=FIXTURES / "gpu_trace.txt",
+        config=EvalConfig(),
+        device="cuda",
+        run_dir=tmp_path,
+    )
     problems = _check(report, json.loads((kdir / "EXPECTED.json").read_text()))
     relu = next(r for r in report.operators if r.op == "relu.default")
     # Either the exception names the CUDA error, or the process died of it: both are this kernel's fault only.
-    if problems and relu.status is Status.ERROR and any(flag_name(f) == "crashed" for f in relu.flags):
+    if (
+        problems
+        and relu.status is Status.ERROR
+        and any(flag_name(f) == "crashed" for f in relu.flags)
+    ):
         problems = [p for p in problems if not p.startswith("relu.default")]
     assert not problems, problems
+
+
+def test_host_time_is_reported_apart_not_timed_as_gpu_time() -> None:
+    """A call with 80 us of Python before a tiny launch: the GPU wait before each timed call keeps
+    that host time out of the events (it is reported as host time instead). With the flush alone
+    about 37 us was hidden on the H200 lease, so this call would have been timed at ~45 us."""
+    import statistics
+    import time
+
+    import torch
+
+    from evaluator.timing import _time_pair, _wait_cycles
+
+    flush = torch.empty(256 * (1 << 20) // 4, dtype=torch.int32, device="cuda")
+    tiny = torch.zeros(1, device="cuda")
+
+    def slow_host() -> None:
+        end = time.perf_counter() + 80e-6
+        while time.perf_counter() < end:
+            pass
+        tiny.add_(1)
+
+    cycles = _wait_cycles(200.0)
+    device_a, device_b, host_a, host_b = _time_pair(slow_host, tiny.zero_, flush, 30, 5.0, cycles)
+    assert statistics.median(device_a) < 0.02, device_a  # ms: the tiny kernel, not the Python
+    assert statistics.median(host_a) >= 0.08, host_a
+    assert statistics.median(host_b) < statistics.median(host_a)
