@@ -88,6 +88,18 @@ def _tile2(rows, cols):
     return block_r, block_c, (8 if block_r * block_c >= 4096 else 4)
 
 
+def _tile_map(rows, cols):
+    """(BLOCK_R, BLOCK_C, num_warps) for `_map_kernel`: every row's coordinates are split with
+    integer division in each thread that holds the row, so on a GPU a program takes at most
+    1024 elements (two rows per thread for 128-wide rows; `_tile2`'s 4096-element tiles gave each
+    thread 8 rows, 80 int64 divisions for 16 elements: a padded copy 11x slower than eager)."""
+    if _INTERPRET or _CONSERVATIVE:
+        return _tile2(rows, cols)
+    block_c = max(2, min(_pow2(cols), 1024))
+    block_r = max(1, min(_pow2(rows), 1024 // block_c))
+    return block_r, block_c, 4
+
+
 def _block1(n):
     """(BLOCK, num_warps) for a flat launch over n elements."""
     cap = _tile_cap() if _INTERPRET else (256 if _CONSERVATIVE else 1024)
@@ -137,19 +149,22 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
                 F0, F1, F2, F3, F4, FC, P0, P1, P2, P3, P4, PC,
                 S0, S1, S2, S3, S4, SC, Q0, Q1, Q2, Q3, Q4, QC,
                 WRAP: tl.constexpr, FILL: tl.constexpr, COL_IDENT: tl.constexpr,
-                COL_SHIFT: tl.constexpr, COL64: tl.constexpr, BLOCK_R: tl.constexpr,
-                BLOCK_C: tl.constexpr):
+                COL_SHIFT: tl.constexpr, COL64: tl.constexpr, ROW64: tl.constexpr,
+                BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """out[c] = x[j(c)] per dim (O: out sizes, I: in sizes, F: offsets, P: steps, S: x strides,
     Q: out strides); places outside the input get `value` (FILL).
 
-    Rows (all dims but the last) are split with int64 division once per row; the last dim, one
-    coordinate per element, stays in int32 (unless COL64) and, for a unit step without
-    wrap-around (padding, slices), is a subtraction: per-element int64 division made a padded
-    copy 12x slower than eager on the H200."""
-    pid = tl.program_id(0).to(tl.int64)
+    Rows (all dims but the last) are split with integer division once per row, in int32 unless
+    there are 2**31 rows or more (ROW64: int64 division is a long software routine on the GPU);
+    offsets are int64 from there on. The last dim, one coordinate per element, stays in int32
+    (unless COL64) and, for a unit step without wrap-around (padding, slices), is a subtraction:
+    per-element int64 division made a padded copy 12x slower than eager on the H200."""
+    pid = tl.program_id(0)
+    if ROW64:
+        pid = pid.to(tl.int64)
     rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
     if COL64:  # a last dim of 2**31 elements or more
-        cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
+        cols = (pid.to(tl.int64) % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
     else:
         cols = (pid % NCB).to(tl.int32) * BLOCK_C + tl.arange(0, BLOCK_C)
     r, c4, j4, k4 = _map_dim(rows, O4, I4, F4, P4, WRAP)
@@ -159,8 +174,10 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
     r, c0, j0, k0 = _map_dim(r, O0, I0, F0, P0, WRAP)
     row_ok = rows < ROWS
     row_in = row_ok & k0 & k1 & k2 & k3 & k4
-    x_row = j0 * S0 + j1 * S1 + j2 * S2 + j3 * S3 + j4 * S4
-    o_row = c0 * Q0 + c1 * Q1 + c2 * Q2 + c3 * Q3 + c4 * Q4
+    x_row = (j0.to(tl.int64) * S0 + j1.to(tl.int64) * S1 + j2.to(tl.int64) * S2
+             + j3.to(tl.int64) * S3 + j4.to(tl.int64) * S4)
+    o_row = (c0.to(tl.int64) * Q0 + c1.to(tl.int64) * Q1 + c2.to(tl.int64) * Q2
+             + c3.to(tl.int64) * Q3 + c4.to(tl.int64) * Q4)
     col_ok = cols < OC
     if COL_IDENT:
         jc = cols
@@ -199,11 +216,13 @@ def _map_args(x_strides, out_shape, out_strides, plan, wrap, fill):
     cols = sizes[5]
     col_ident = offs[5] == 0 and steps[5] == 1 and ins[5] == sizes[5]
     col_shift = not col_ident and not wrap and steps[5] == 1
-    block_r, block_c, warps = _tile2(rows, cols)
+    block_r, block_c, warps = _tile_map(rows, cols)
     ncb = _cdiv(cols, block_c)
     ints = (rows, ncb, 0 if fill is None else fill, *sizes, *ins, *offs, *steps, *xs, *qs)
     consts = dict(WRAP=wrap, FILL=fill is not None, COL_IDENT=col_ident, COL_SHIFT=col_shift,
                   COL64=cols + block_c >= 2**31 or ins[5] >= 2**31,
+                  ROW64=rows + block_r >= 2**31 or _cdiv(rows, block_r) * ncb >= 2**31
+                  or max(sizes[:5] + ins[:5]) + max(map(abs, offs[:5])) >= 2**30,
                   BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
     return (_cdiv(rows, block_r) * ncb,), ints, consts
 
