@@ -129,10 +129,8 @@ def _scalar_for(value, dtype):
 MAP_SOURCE = '''
 
 @triton.jit
-def _map_dim(r, n_out, n_in, off, step, WRAP: tl.constexpr):
-    """Split one dim's coordinate c off the flat number r: (rest, c, input coordinate, inside)."""
-    c = r % n_out
-    rest = r // n_out
+def _map_coord(c, n_in, off, step, WRAP: tl.constexpr):
+    """The input coordinate of output coordinate c in one dim, and whether it is inside."""
     if WRAP:
         j = (c + n_in - off) % n_in  # 0 <= off < n_in, so never negative
         ok = c >= 0
@@ -140,7 +138,27 @@ def _map_dim(r, n_out, n_in, off, step, WRAP: tl.constexpr):
         j0 = c - off
         j = j0 // step
         ok = (j0 >= 0) & (j * step == j0) & (j < n_in)
+    return j, ok
+
+
+@triton.jit
+def _map_dim(r, n_out, n_in, off, step, WRAP: tl.constexpr):
+    """Split one dim's coordinate c off the flat number r: (rest, c, input coordinate, inside)."""
+    c = r % n_out
+    rest = r // n_out
+    j, ok = _map_coord(c, n_in, off, step, WRAP)
     return rest, c, j, ok
+
+
+@triton.jit
+def _map_carry(c0, carry, n_out, n_in, off, step, WRAP: tl.constexpr):
+    """Coordinate c0 (the program's first row's) plus a carry of 0 or 1 from the inner dim:
+    (carry out, c, input coordinate, inside)."""
+    c = c0 + carry
+    out = (c >= n_out).to(c.dtype)
+    c = c - out * n_out
+    j, ok = _map_coord(c, n_in, off, step, WRAP)
+    return out, c, j, ok
 
 
 @triton.jit
@@ -150,11 +168,12 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
                 S0, S1, S2, S3, S4, SC, Q0, Q1, Q2, Q3, Q4, QC,
                 WRAP: tl.constexpr, FILL: tl.constexpr, COL_IDENT: tl.constexpr,
                 COL_SHIFT: tl.constexpr, COL64: tl.constexpr, ROW64: tl.constexpr,
-                BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+                ROW_STEP: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """out[c] = x[j(c)] per dim (O: out sizes, I: in sizes, F: offsets, P: steps, S: x strides,
     Q: out strides); places outside the input get `value` (FILL).
 
-    Rows (all dims but the last) are split with integer division once per row, in int32 unless
+    Rows (all dims but the last) are split with integer division once per program (ROW_STEP:
+    rows then follow by carries) or once per row, in int32 unless
     there are 2**31 rows or more (ROW64: int64 division is a long software routine on the GPU);
     offsets are int64 from there on. The last dim, one coordinate per element, stays in int32
     (unless COL64) and, for a unit step without wrap-around (padding, slices), is a subtraction:
@@ -167,11 +186,29 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
         cols = (pid.to(tl.int64) % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
     else:
         cols = (pid % NCB).to(tl.int32) * BLOCK_C + tl.arange(0, BLOCK_C)
-    r, c4, j4, k4 = _map_dim(rows, O4, I4, F4, P4, WRAP)
-    r, c3, j3, k3 = _map_dim(r, O3, I3, F3, P3, WRAP)
-    r, c2, j2, k2 = _map_dim(r, O2, I2, F2, P2, WRAP)
-    r, c1, j1, k1 = _map_dim(r, O1, I1, F1, P1, WRAP)
-    r, c0, j0, k0 = _map_dim(r, O0, I0, F0, P0, WRAP)
+    if ROW_STEP:
+        # BLOCK_R <= O4: split the program's first row once (scalars), then each row is one more
+        # than the last, with at most one carry per dim: no division per row.
+        r0 = (pid // NCB) * BLOCK_R
+        f4 = r0 % O4
+        q = r0 // O4
+        f3 = q % O3
+        q = q // O3
+        f2 = q % O2
+        q = q // O2
+        f1 = q % O1
+        f0 = q // O1
+        r, c4, j4, k4 = _map_carry(f4, tl.arange(0, BLOCK_R).to(f4.dtype), O4, I4, F4, P4, WRAP)
+        r, c3, j3, k3 = _map_carry(f3, r, O3, I3, F3, P3, WRAP)
+        r, c2, j2, k2 = _map_carry(f2, r, O2, I2, F2, P2, WRAP)
+        r, c1, j1, k1 = _map_carry(f1, r, O1, I1, F1, P1, WRAP)
+        r, c0, j0, k0 = _map_carry(f0, r, O0, I0, F0, P0, WRAP)
+    else:
+        r, c4, j4, k4 = _map_dim(rows, O4, I4, F4, P4, WRAP)
+        r, c3, j3, k3 = _map_dim(r, O3, I3, F3, P3, WRAP)
+        r, c2, j2, k2 = _map_dim(r, O2, I2, F2, P2, WRAP)
+        r, c1, j1, k1 = _map_dim(r, O1, I1, F1, P1, WRAP)
+        r, c0, j0, k0 = _map_dim(r, O0, I0, F0, P0, WRAP)
     row_ok = rows < ROWS
     row_in = row_ok & k0 & k1 & k2 & k3 & k4
     x_row = (j0.to(tl.int64) * S0 + j1.to(tl.int64) * S1 + j2.to(tl.int64) * S2
@@ -223,6 +260,7 @@ def _map_args(x_strides, out_shape, out_strides, plan, wrap, fill):
                   COL64=cols + block_c >= 2**31 or ins[5] >= 2**31,
                   ROW64=rows + block_r >= 2**31 or _cdiv(rows, block_r) * ncb >= 2**31
                   or max(sizes[:5] + ins[:5]) + max(map(abs, offs[:5])) >= 2**30,
+                  ROW_STEP=block_r <= sizes[4],
                   BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
     return (_cdiv(rows, block_r) * ncb,), ints, consts
 
