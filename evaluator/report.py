@@ -265,6 +265,29 @@ def _shorten(text: str, limit: int = REASON_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def host_time_summary(report: Report) -> dict[str, Any] | None:
+    """Geomeans over the timed cases of passed operators that recorded host time: kernel/eager
+    host time per call, and eager/kernel of max(GPU time, host time). None when none did."""
+    ratios, loops = [], []
+    for r in report.operators:
+        if r.status != Status.PASSED:
+            continue
+        for t in r.results:
+            k_host, e_host = _as_float(t.kernel_host_ms), _as_float(t.eager_host_ms)
+            k_gpu, e_gpu = _as_float(t.kernel_ms), _as_float(t.eager_ms)
+            if not (k_host and e_host and k_gpu and e_gpu) or t.speedup is None:
+                continue
+            ratios.append(k_host / e_host)
+            loops.append(max(e_gpu, e_host) / max(k_gpu, k_host))
+    if not ratios:
+        return None
+    return {
+        "cases": len(ratios),
+        "host_ratio": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+        "loop_speedup": math.exp(sum(map(math.log, loops)) / len(loops)),
+    }
+
+
 def _performance_text(scores: dict[str, Any], device: str) -> str:
     value = scores.get("performance_score")
     if value is not None:
@@ -348,6 +371,15 @@ def render_markdown(report: Report) -> str:
         lines.append(f"| {key} | {_fmt_share(scores[key])} | passed and {meaning} |")
     counts = ", ".join(f"{scores[f'num_{s}']} {s}" for s in Status)
     lines += ["", f"{n} operators selected: {counts}; {len(report.excluded)} excluded.", ""]
+    host = host_time_summary(report)
+    if host is not None:
+        lines += [
+            f"Host time (kept out of the GPU timings): over {host['cases']} timed cases the kernels "
+            f"took {host['host_ratio']:.2f}× eager's host time per call (geomean); counting host "
+            f"time wherever it exceeds the GPU time, as a loop of calls on a waiting GPU does, the "
+            f"geomean speedup would be {host['loop_speedup']:.3f}×.",
+            "",
+        ]
 
     lines += ["## Environment", ""]
     gpu = env.get("gpu") or ("cpu-interpreter" if report.device == "cpu" else "unknown")

@@ -20,8 +20,10 @@ from evaluator.report import (
     SUMMARY_MD,
     Report,
     compute_scores,
+    host_time_summary,
     load_report,
     print_summary,
+    render_markdown,
     write_reports,
 )
 from evaluator.results import Flag, OperatorResult, Status
@@ -288,3 +290,36 @@ def test_print_summary_fits_an_80_column_console():
     buf = io.StringIO()
     print_summary(report, Console(file=buf, width=80))
     assert max(len(line) for line in buf.getvalue().splitlines()) <= 80
+
+
+def test_markdown_reports_host_time_apart_when_measured(tmp_path):
+    report = sample_report(device="cuda")
+    assert "Host time" not in render_markdown(report)
+    timed = [
+        # GPU-bound: kernel 10 us vs eager 20 us on the GPU; host 30 vs 10 us per call
+        CaseResult(
+            args="a",
+            passed=True,
+            speedup=2.0,
+            kernel_ms=0.010,
+            eager_ms=0.020,
+            kernel_host_ms=0.030,
+            eager_host_ms=0.010,
+        ),
+        CaseResult(
+            args="b",
+            passed=True,
+            speedup=1.0,
+            kernel_ms=0.100,
+            eager_ms=0.100,
+            kernel_host_ms=0.020,
+            eager_host_ms=0.020,
+        ),
+    ]
+    report.operators[0].results = timed
+    host = host_time_summary(report)
+    assert host is not None and host["cases"] == 2
+    assert host["host_ratio"] == pytest.approx(math.sqrt(3.0 * 1.0))
+    # case a: max(20, 10) / max(10, 30) = 2/3; case b: 1
+    assert host["loop_speedup"] == pytest.approx(math.sqrt(2 / 3))
+    assert "the geomean speedup would be 0.816×" in render_markdown(report)
