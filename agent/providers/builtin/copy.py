@@ -314,11 +314,7 @@ def _pieces_plan(pieces):
         rows3, (c, sc, dc) = geometry
         nrows = rows3[0][0] * rows3[1][0] * rows3[2][0]
         bc = max(2, min(_pow2(c), cap if nrows == 1 else min(cap, 1024)))
-        # narrow rows: each thread would hold several rows and split each one's coordinates
-        # with integer division, so a GPU program takes 1024 elements (stack on the last dim:
-        # 32-wide rows, 8 rows per thread in 4096-element tiles)
-        rcap = cap if _INTERPRET or bc >= 128 else min(cap, 1024)
-        br = max(1, min(_pow2(nrows), rcap // bc))
+        br = max(1, min(_pow2(nrows), cap // bc))
         ncb = _cdiv(c, bc)
         tiles = _cdiv(nrows, br) * ncb
         span = offset + sum((s - 1) * max(a, b) for s, a, b in [*rows3, (c, sc, dc)])
