@@ -277,3 +277,27 @@ def test_norm_writer_declines_integer_inputs() -> None:
 def test_every_claimed_overload_exists_in_torch() -> None:
     for op in [*softmax.WRITERS, *norm.WRITERS]:
         codegen.schema_of(op)
+
+
+def test_batch_norm_eval_returns_running_stats_as_saved_where_cuda_eager_does() -> None:
+    """CUDA eager's eval mode returns the running mean and 1/sqrt(running_var + eps) as the saved
+    statistics ([C]); the CPU returns empty ones. Run the CUDA rule here on CPU tensors."""
+    import importlib
+    import tempfile
+    from pathlib import Path
+
+    op = "native_batch_norm.default"
+    case = parse_case(
+        "((T([2, 3, 4, 5], f32), T([3], f32), T([3], f32), T([3], f32), T([3], f32), False, 0.1, 1e-3), {})"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(norm, op, [case]), Path(tmp))
+        module = importlib.import_module(kernel.__module__)
+        args, _ = _batch_norm_args(op, case, torch.Generator().manual_seed(0))
+        out, mean, istd = kernel(*args)
+        assert mean.shape == (0,) and istd.shape == (0,)  # as CPU eager
+        module._EVAL_SAVE_DEVICES = ("cpu",)
+        out2, mean, istd = kernel(*args)
+    torch.testing.assert_close(out2, out)
+    torch.testing.assert_close(mean, args[3])
+    torch.testing.assert_close(istd, 1 / torch.sqrt(args[4] + 1e-3))

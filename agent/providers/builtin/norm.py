@@ -449,8 +449,10 @@ def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_pt
                 C, HW, S, count, momentum, eps,
                 MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                 UPDATE: tl.constexpr, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
-                ACC: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr):
+                ACC: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr,
+                SAVE_EVAL: tl.constexpr):
     """Per channel: MODE 0 train forward, 1 eval forward, 2 train backward, 3 eval backward.
+    SAVE_EVAL (MODE 1): also write the running mean and its invstd as the saved statistics.
 
     Writes the coefficients of the elementwise pass: forward y = x*A + B; backward
     dx = g*A + (x - M)*B + Cc."""
@@ -483,6 +485,9 @@ def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_pt
     elif MODE == 1:
         mean = tl.load(rm_ptr + c, mask=ok, other=0).to(ACC)
         istd = 1.0 / tl.sqrt(tl.load(rv_ptr + c, mask=ok, other=1).to(ACC) + eps)
+        if SAVE_EVAL:
+            tl.store(save_mean_ptr + c, mean.to(save_mean_ptr.dtype.element_ty), mask=ok)
+            tl.store(save_istd_ptr + c, istd.to(save_istd_ptr.dtype.element_ty), mask=ok)
     elif MODE == 2:
         mean = tl.load(mean_ptr + c, mask=ok, other=0).to(ACC)
         istd = tl.load(istd_ptr + c, mask=ok, other=0).to(ACC)
@@ -573,6 +578,9 @@ def _bn_apply_launch(x, g, out, coefs, N, C, HW, backward, acc):
         BLOCK_R=block_r, BLOCK_J=block_j, num_warps=_warps(block_r * block_j))
 
 
+_EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
+
+
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     N, C, HW = _bn_geometry(input)
     x = input.contiguous()
@@ -580,8 +588,12 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     dev = x.device
     out = torch.empty(x.shape, dtype=x.dtype, device=dev)
     sdt = _stat_dtype(x)
-    save_mean = torch.empty((C,) if training else (0,), dtype=sdt, device=dev)
-    save_istd = torch.empty((C,) if training else (0,), dtype=sdt, device=dev)
+    # Eval mode: CUDA eager returns the running mean and its invstd as the saved statistics
+    # (shape [C], the H200 evaluation showed the shape), the CPU returns empty tensors.
+    eval_saves = not training and dev.type in _EVAL_SAVE_DEVICES
+    saved = (C,) if training or eval_saves else (0,)
+    save_mean = torch.empty(saved, dtype=sdt, device=dev)
+    save_istd = torch.empty(saved, dtype=sdt, device=dev)
     if not training and (running_mean is None or running_var is None):
         raise RuntimeError("batch norm in eval mode needs running_mean and running_var")
     update = training and running_mean is not None and running_var is not None
@@ -611,7 +623,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         x, part, w, b, rm, rv, ca, ca, save_mean, save_istd, ca, ca, ca, cb, ca, ca,
         C, HW, S, float(N * HW), float(momentum), float(eps),
         MODE=0 if training else 1, HAS_W=weight is not None, HAS_B=bias is not None,
-        UPDATE=update, WANT_DW=False, WANT_DB=False, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s)
+        UPDATE=update, WANT_DW=False, WANT_DB=False, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s,
+        SAVE_EVAL=eval_saves)
     _bn_apply_launch(x, x, out, (ca, cb, ca, ca), N, C, HW, False, acc)
     return out, save_mean, save_istd
 
@@ -656,7 +669,8 @@ def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, sav
         dw if want_dw else coefs[0], db if want_db else coefs[0], *coefs,
         C, HW, S, float(N * HW), 0.0, float(eps),
         MODE=2 if train else 3, HAS_W=weight is not None, HAS_B=False, UPDATE=False,
-        WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s)
+        WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s,
+        SAVE_EVAL=False)
     if want_dx:
         _bn_apply_launch(x, g, dx, coefs, N, C, HW, True, acc)
     return dx, dw, db
