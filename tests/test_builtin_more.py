@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from builtin_support import assert_compiles_for_sm90, materialize_case, run_generated
+from builtin_support import assert_compiles_for_sm90, load_kernel, materialize_case, run_generated
 
 from agent.providers.builtin import codegen
 from agent.providers.builtin.request import KernelRequest
@@ -381,3 +381,23 @@ def test_kernels_compile_for_an_sm90_gpu() -> None:
         cases = [parse_case(c) for c in {**CASES, **SORT_CASES}[op][:2]]
         batch.append((op, _write(op, cases), cases))
     assert_compiles_for_sm90(batch)
+
+
+def test_group_norm_rounds_its_statistics_where_cuda_eager_does() -> None:
+    """On CUDA, f16/bf16 group norm normalises with the mean and rstd it stored in the input dtype
+    (y = x*a + b, a = rstd*w, b = beta - a*mean). Run that rule here on CPU tensors."""
+    op = "native_group_norm.default"
+    case = parse_case(CASES[op][0])
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(op, [case]), Path(tmp))
+        module = importlib.import_module(kernel.__module__)
+        module._ROUND_STATS_DEVICES = ("cpu",)
+        args, _ = materialize_case(op, case, torch.Generator().manual_seed(0))
+        x, w, b = args[0], args[1], args[2]
+        out, mean, rstd = kernel(*args)
+    C, G = 32, 8  # channels, groups of the case
+    a = rstd.float().repeat_interleave(C // G, dim=1) * w.float()  # [N, C]
+    shift = b.float() - a * mean.float().repeat_interleave(C // G, dim=1)
+    want = (x.float() * a[:, :, None, None] + shift[:, :, None, None]).half()
+    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+    assert mean.dtype == torch.float16 and rstd.dtype == torch.float16

@@ -121,8 +121,13 @@ _GROUP_NORM = '''
 @triton.jit
 def _group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D, n_f, eps,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                       BLOCK: tl.constexpr):
-    """One (sample, group): its D = CPG * HW elements are contiguous from pid * D."""
+                       ROUND_STATS: tl.constexpr, BLOCK: tl.constexpr):
+    """One (sample, group): its D = CPG * HW elements are contiguous from pid * D.
+
+    ROUND_STATS (CUDA, f16/bf16): normalise with the mean and rstd rounded to the input dtype,
+    as y = x*a + b with a = rstd*w and b = beta - a*mean, which is how CUDA eager computes it
+    from the statistics it stored; with unrounded ones, elements whose x*a nearly cancels the
+    bias came out several f16 ulps from eager on the H200."""
     pid = tl.program_id(0).to(tl.int64)
     base = pid * D
     shift = tl.load(x_ptr + base).to(ACC)
@@ -145,18 +150,34 @@ def _group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, G, CPG,
     tl.store(mean_ptr + pid, mean.to(mean_ptr.dtype.element_ty))
     tl.store(rstd_ptr + pid, rstd.to(rstd_ptr.dtype.element_ty))
     c_base = (pid % G) * CPG
+    if ROUND_STATS:
+        mean = mean.to(mean_ptr.dtype.element_ty).to(ACC)
+        rstd = rstd.to(rstd_ptr.dtype.element_ty).to(ACC)
     for k0 in range(0, D, BLOCK):
         k = k0 + tl.arange(0, BLOCK)
         m = k < D
         v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
-        y = (v - mean) * rstd
-        if HAS_W or HAS_B:
+        if ROUND_STATS:
+            c = c_base + k // HW
+            a = rstd
+            if HAS_W:
+                a = a * tl.load(w_ptr + c, mask=m, other=1).to(ACC)
+            bb = -a * mean
+            if HAS_B:
+                bb = bb + tl.load(b_ptr + c, mask=m, other=0).to(ACC)
+            y = v * a + bb
+        else:
+            y = (v - mean) * rstd
+        if (HAS_W or HAS_B) and not ROUND_STATS:
             c = c_base + k // HW
             if HAS_W:
                 y = y * tl.load(w_ptr + c, mask=m, other=1).to(ACC)
             if HAS_B:
                 y = y + tl.load(b_ptr + c, mask=m, other=0).to(ACC)
         tl.store(out_ptr + base + k, y.to(out_ptr.dtype.element_ty), mask=m)
+
+
+_ROUND_STATS_DEVICES = ("cuda",)  # where eager normalises with statistics in the input dtype
 
 
 def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
@@ -180,7 +201,10 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     block = max(32, min(_pow2(D), cap))
     _group_norm_kernel[(N * group,)](
         x, w, b, out, mean, rstd, group, C // group, HxW, D, float(D), float(eps),
-        HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(input.dtype), BLOCK=block,
+        HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(input.dtype),
+        ROUND_STATS=input.device.type in _ROUND_STATS_DEVICES
+        and input.dtype in (torch.float16, torch.bfloat16),
+        BLOCK=block,
         num_warps=4 if block <= 1024 else 8)
     return out, mean, rstd
 '''
