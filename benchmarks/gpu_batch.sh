@@ -2,7 +2,8 @@
 # Batched GPU measurements for one lease of the H200 (see docs/BENCHMARKS.md).
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
-# Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch
+# Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
+#        window | breakdown
 # Each step writes its log and a tarball of its run folder under OUTDIR.
 set -uo pipefail
 out=$1; shift
@@ -37,6 +38,12 @@ for step in "$@"; do
       keep_run builtin_eval ;;
     launch)
       timeout 120 python3 benchmarks/launch_overhead.py --out "$out/launch.json" > "$out/launch.log" 2>&1 ;;
+    window)
+      timeout 100 python3 benchmarks/timing_window.py --out "$out/window.json" > "$out/window.log" 2>&1 ;;
+    breakdown)
+      # needs the builtin kernels (builtin_eval writes them); neg.default only
+      [ -d generated_kernels/neg__default ] || python3 benchmarks/write_builtin.py generated_kernels --ops neg.default > /dev/null 2>&1
+      timeout 100 python3 benchmarks/host_breakdown.py generated_kernels --out "$out/breakdown.json" > "$out/breakdown.log" 2>&1 ;;
     model_check)
       timeout "${MODEL_CHECK_TIMEOUT:-150}" python3 -m evaluator.model_check --kernels-dir generated_kernels --steps 500 \
         --device cuda > "$out/model_check.log" 2>&1
