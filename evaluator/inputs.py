@@ -286,6 +286,33 @@ def _bag_offsets(call: Call, gen: torch.Generator) -> None:
     _put(call, "offsets", values.reshape(offsets.shape))
 
 
+def _grouped_offsets(call: Call, gen: torch.Generator) -> None:
+    """_grouped_mm offs: strictly increasing cumulative group ends along the split dimension (rows
+    for 2d x 3d, columns for 3d x 2d, K for 2d x 2d), multiples of 16 where the size allows (the
+    alignment real routers and the CUDA kernel use), the last one at the full size: rows after it
+    would be left uninitialised by eager and could not be compared."""
+    offs, a, b = call.get("offs"), call.get("self"), call.get("mat2")
+    if not isinstance(offs, torch.Tensor) or offs.numel() == 0:
+        return
+    if a.dim() == 2 and b.dim() == 3:
+        total = a.shape[0]
+    elif a.dim() == 3 and b.dim() == 2:
+        total = b.shape[1]
+    elif a.dim() == 2 and b.dim() == 2:
+        total = a.shape[1]
+    else:
+        return
+    groups = offs.numel()
+    unit = 16 if total % 16 == 0 and total // 16 >= groups else 1
+    slots = total // unit
+    if slots >= groups:  # distinct interior cuts: every group non-empty
+        cuts = torch.randperm(slots - 1, generator=gen)[: groups - 1] + 1
+    else:  # fewer places than groups: some groups are empty
+        cuts = torch.randint(0, slots + 1, (groups - 1,), generator=gen)
+    ends = torch.cat([cuts.sort().values * unit, torch.tensor([total])])
+    _put(call, "offs", ends.to(offs.dtype).reshape(offs.shape))
+
+
 def _fractional_exponent(call: Call) -> bool:
     e = call.get("exponent")
     return isinstance(e, float) and not e.is_integer()
@@ -353,6 +380,7 @@ RULES: dict[str, Rule] = {
     "max_pool2d_with_indices_backward": Rule(fix=_maxpool_indices("max_pool2d_with_indices")),
     "max_pool3d_with_indices_backward": Rule(fix=_maxpool_indices("max_pool3d_with_indices")),
     "searchsorted": Rule(fix=_sorted("sorted_sequence")),
+    "_grouped_mm": Rule(fix=_grouped_offsets),
     "bucketize": Rule(fix=_sorted("boundaries")),
     "repeat_interleave": Rule({"repeats": COUNT}),
     "bincount": Rule({"self": COUNT}),

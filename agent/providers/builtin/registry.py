@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 # Optional family modules, imported if present (written separately).
 OPTIONAL_FAMILIES = (
     "reduction", "softmax", "norm", "matmul", "copy", "gather",
-    "movement", "loss", "pooling", "scan", "norm_extra", "conv",
+    "movement", "loss", "pooling", "scan", "norm_extra", "conv", "grouped_mm",
 )  # fmt: skip
 
 
