@@ -398,6 +398,25 @@ class Judge:
                 )
         return cmp
 
+    def f64_note(self, out: Any, run: Seeded) -> str:
+        """For a failed comparison: how far the kernel and eager each are from the same op run in
+        float64 (a diagnostic; the verdict is unchanged). Empty when the op has no float64 form."""
+        try:
+            args, kwargs = checks.widen_to_f64(run.args), checks.widen_to_f64(run.kwargs)
+            exact = self.packet(*args, **kwargs)
+            self.sync()
+            errs = checks.errors_vs_f64(out, run.ref_out, exact)
+        except Exception:  # noqa: BLE001 - no float64 kernel for this op/device: no note
+            return ""
+        if errs is None:
+            return ""
+        ours, eager = errs
+        closer = "closer to it than eager" if ours < eager else "farther from it than eager"
+        return (
+            f" [float64 run of the op: kernel off by up to {ours:.3g}, eager by {eager:.3g}:"
+            f" the kernel is {closer}]"
+        )
+
     def run_test(self, fn: Any, item: Prepared) -> TestResult:
         args_text = item.case.serialize()
         result = TestResult(args=args_text, passed=False)
@@ -450,7 +469,8 @@ class Judge:
                         f"call {step + 1} repeats call 1 on the same input but disagrees with eager ({cmp.message}) while call 1 agreed"
                     )
                 else:
-                    messages.append(f"call {step + 1} (seed {run.seed}): {cmp.message}")
+                    note = self.f64_note(out, run) if not messages else ""
+                    messages.append(f"call {step + 1} (seed {run.seed}): {cmp.message}{note}")
             if step == 0:
                 first_ok = cmp.ok
             for prev_out, prev_bits in kept:

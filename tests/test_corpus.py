@@ -25,7 +25,9 @@ def report(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.
     cfg = EvalConfig()
     cfg.sandbox.test_timeout_s = 20
     run_dir = tmp_path_factory.mktemp("run")
-    return evaluate(CORPUS, trace_file=FIXTURES / "corpus_trace.txt", config=cfg, device="cpu", run_dir=run_dir)
+    return evaluate(
+        CORPUS, trace_file=FIXTURES / "corpus_trace.txt", config=cfg, device="cpu", run_dir=run_dir
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,9 @@ def test_every_operator_is_accounted_for(report) -> None:
 def test_corpus_kernel_gets_expected_status_and_flag(report, op: str) -> None:
     result = next(r for r in report.operators if r.op == op)
     expected = EXPECTED[op]
-    assert result.status == Status(expected["status"]), f"{op}: {result.status} {result.flags} {result.reason}"
+    assert result.status == Status(expected["status"]), (
+        f"{op}: {result.status} {result.flags} {result.reason}"
+    )
     if expected["flag"]:
         allowed = _EITHER.get(expected["flag"], {expected["flag"]})
         assert {flag_name(f) for f in result.flags} & allowed, f"{op}: flags {result.flags}"
@@ -97,3 +101,13 @@ def test_interrupted_evaluation_kills_sandboxes_and_writes_partial_reports(tmp_p
     assert "INTERRUPTED" in (tmp_path / "OVERALL_SUMMARY.md").read_text()
     lines = (tmp_path / "evaluation.jsonl").read_text().splitlines()
     assert len(lines) == 2
+
+
+def test_failed_comparison_reports_both_errors_against_a_float64_run(report) -> None:
+    """sqrt leaves its tail unwritten: the note says the kernel is farther from the float64
+    result than eager (and the verdict stays failed)."""
+    sqrt = next(r for r in report.operators if r.op == "sqrt.default")
+    assert sqrt.status == Status.FAILED
+    failing = [t for t in sqrt.results if not t.passed]
+    assert failing and all("float64 run of the op" in (t.error_msg or "") for t in failing)
+    assert all("farther from it than eager" in t.error_msg for t in failing)
