@@ -202,6 +202,19 @@ def indent(text: str, levels: int = 1) -> str:
     return textwrap.indent(text, "    " * levels, lambda line: bool(line.strip()))
 
 
+def entry_point(op: str, body: str = "") -> str:
+    """The file's section that binds the arguments: `body` (which defines `_op`), then the
+    entry point with the op's name that BackendBench's DirectoryBackend loads."""
+    name = function_name(op)
+    entry = (
+        f"def {name}(*args, **kwargs):\n"
+        f'    """aten::{op} with its exact schema; the Python signature of `_op` binds the '
+        f'arguments."""\n'
+        f"    return _op(*args, **kwargs)\n"
+    )
+    return f"{body}\n\n\n{entry}" if body else entry
+
+
 def render_file(*sections: str) -> str:
     """Join sections with two blank lines, route plain JIT kernels through the fast launcher;
     raise SyntaxError if the result is not valid Python."""

@@ -468,10 +468,6 @@ def _op(input, weight, bias, stride, padding, dilation, transposed, output_paddi
     return y.squeeze(2) if one_d else y
 '''
 
-_ENTRY = '''def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _PLAN = (
     "Plan: implicit GEMM (no im2col buffer): M = N*OH*OW pixels, N = output channels of a "
@@ -510,7 +506,7 @@ def header(request: KernelRequest, summary: str, plan: str) -> tuple[int, str, s
 
 
 def entry(op: str) -> str:
-    return Template(_ENTRY).substitute(fn=codegen.function_name(op), op=op)
+    return codegen.entry_point(op)
 
 
 def _write_forward(request: KernelRequest) -> str | None:

@@ -407,10 +407,6 @@ def _new(self, size, dtype, layout, device):
     return torch.empty(list(size), dtype=dtype if dtype is not None else self.dtype, device=dev)
 '''
 
-_ENTRY = '''def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _LIKE_KW = "dtype=None, layout=None, device=None, pin_memory=None"
 
@@ -514,7 +510,7 @@ def _write(request: KernelRequest) -> str | None:
         COPY_SOURCE,
         _FILL_SOURCE,
         body,
-        Template(_ENTRY).substitute(fn=codegen.function_name(request.op), op=request.op),
+        codegen.entry_point(request.op),
     )
 
 

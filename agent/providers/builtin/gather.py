@@ -278,15 +278,6 @@ def _stack(tensors, dim=0):
     return _planned(key, lambda: _stack_plan(tensors, dim), tensors)
 '''
 
-_ENTRY = '''
-
-$body
-
-
-def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _SPECS: dict[str, tuple[str, str]] = {
     "cat.default": (
@@ -334,7 +325,7 @@ def _write(request: KernelRequest) -> str | None:
         COPY_SOURCE,
         PIECES_SOURCE,
         _INDEX_SOURCE,
-        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+        codegen.entry_point(request.op, body),
     )
 
 

@@ -163,15 +163,6 @@ def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_inde
     return out
 '''
 
-_ENTRY = '''
-
-$body
-
-
-def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _SPECS: dict[str, tuple[str, str]] = {
     "nll_loss_forward.default": (
@@ -208,7 +199,7 @@ def _write(request: KernelRequest) -> str | None:
         ),
         Template(PRELUDE).substitute(conservative=str(variant >= 1)),
         _NLL_SOURCE,
-        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+        codegen.entry_point(request.op, body),
     )
 
 

@@ -809,16 +809,6 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
     return out
 '''
 
-_ENTRY = '''
-
-$body
-
-
-def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
-
 
 @dataclass(frozen=True)
 class _Spec:
@@ -931,9 +921,7 @@ def _write(request: KernelRequest) -> str | None:
         ),
         Template(PRELUDE).substitute(conservative=str(variant >= 1)),
         *spec.sections,
-        Template(_ENTRY).substitute(
-            body=spec.body, fn=codegen.function_name(request.op), op=request.op
-        ),
+        codegen.entry_point(request.op, spec.body),
     )
 
 

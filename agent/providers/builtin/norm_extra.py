@@ -297,15 +297,6 @@ def _weight_norm_interface(v, g, dim=0):
     return w, norm
 '''
 
-_ENTRY = '''
-
-$body
-
-
-def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _SPECS: dict[str, tuple[str, str, str]] = {
     "_safe_softmax.default": (
@@ -348,7 +339,7 @@ def _write(request: KernelRequest) -> str | None:
         Template(PRELUDE).substitute(conservative=str(variant >= 1)),
         _COMMON,
         section,
-        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+        codegen.entry_point(request.op, body),
     )
 
 

@@ -623,15 +623,6 @@ def _upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors):
     return _upsample_bilinear2d(input, size, align_corners, sh, sw)
 '''
 
-_ENTRY = '''
-
-$body
-
-
-def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _SPECS: dict[str, tuple[str, str, str]] = {
     "max_pool2d_with_indices.default": (
@@ -707,7 +698,7 @@ def _write(request: KernelRequest) -> str | None:
         Template(PRELUDE).substitute(conservative=str(variant >= 1)),
         _COMMON,
         section,
-        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+        codegen.entry_point(request.op, body),
     )
 
 

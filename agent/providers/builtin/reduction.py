@@ -745,10 +745,6 @@ for _name, _is_max in (("argmax", True), ("argmin", False)):
 """,
     )
 
-_ENTRY = '''def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _PLAN = (
     "Plan: the input is read as a row-major [outer, R, inner] array (a view when its layout "
@@ -774,7 +770,7 @@ def _write(request: KernelRequest) -> str | None:
         Template(_PRELUDE).substitute(conservative=str(variant >= 1)),
         _MOMENTS_KERNELS if spec.family == "moments" else _EXTREMES_KERNELS,
         spec.body,
-        Template(_ENTRY).substitute(fn=codegen.function_name(request.op), op=request.op),
+        codegen.entry_point(request.op),
     )
 
 

@@ -313,15 +313,6 @@ def _cast_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=m).to(dst_ptr.dtype.element_ty), mask=m)
 '''
 
-_ENTRY = '''
-
-$body
-
-
-def $fn(*args, **kwargs):
-    """aten::$op with its exact schema; the Python signature of `_op` binds the arguments."""
-    return _op(*args, **kwargs)
-'''
 
 _SPECS: dict[str, tuple[str, str, str, tuple[torch.dtype, ...]]] = {
     "cumsum.default": (
@@ -387,7 +378,7 @@ def _write(request: KernelRequest) -> str | None:
         Template(PRELUDE).substitute(conservative=str(variant >= 1)),
         _COMMON,
         section,
-        Template(_ENTRY).substitute(body=body, fn=codegen.function_name(request.op), op=request.op),
+        codegen.entry_point(request.op, body),
     )
 
 
