@@ -3,7 +3,9 @@
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
 # Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
-#        window | breakdown
+#        window | breakdown | copybw | evalops | profile
+# evalops and profile take the operators from $OPS (comma-separated); evalops writes their builtin
+# kernels first.
 # Each step writes its log and a tarball of its run folder under OUTDIR.
 set -uo pipefail
 out=$1; shift
@@ -44,6 +46,16 @@ for step in "$@"; do
       # needs the builtin kernels (builtin_eval writes them); neg.default only
       [ -d generated_kernels/neg__default ] || python3 benchmarks/write_builtin.py generated_kernels --ops neg.default > /dev/null 2>&1
       timeout 100 python3 benchmarks/host_breakdown.py generated_kernels --out "$out/breakdown.json" > "$out/breakdown.log" 2>&1 ;;
+    copybw)
+      timeout 200 python3 benchmarks/copy_bandwidth.py --out "$out/copy_bandwidth.json" > "$out/copybw.log" 2>&1 ;;
+    evalops)
+      python3 benchmarks/write_builtin.py generated_kernels --ops "$OPS" > "$out/evalops.log" 2>&1
+      timeout -s INT -k 30 "${EVALOPS_TIMEOUT:-300}" python3 -m agent.run --config configs/builtin_gpu.toml \
+        --evaluate-only --suite torchbench --device cuda --kernels-dir generated_kernels --ops "$OPS" >> "$out/evalops.log" 2>&1
+      keep_run evalops ;;
+    profile)
+      timeout "${PROFILE_TIMEOUT:-200}" python3 benchmarks/kernel_profile.py generated_kernels --ops "$OPS" --largest \
+        --cases "${PROFILE_CASES:-2}" --out "$out/profile.jsonl" > "$out/profile.log" 2>&1 ;;
     model_check)
       timeout "${MODEL_CHECK_TIMEOUT:-150}" python3 -m evaluator.model_check --kernels-dir generated_kernels --steps 500 \
         --device cuda > "$out/model_check.log" 2>&1

@@ -1,7 +1,7 @@
 """Where a kept kernel's time goes on the GPU: host (Python wrapper + launch) vs device.
 
     python benchmarks/kernel_profile.py KERNELS_DIR --ops sqrt.default,mm.default [--cases 3]
-        [--out profile.jsonl]
+        [--largest] [--out profile.jsonl]
 
 For each operator (default: every kernel in KERNELS_DIR) and its first torchbench cases, four
 numbers per side (eager / kernel), in µs per call:
@@ -88,6 +88,9 @@ def main() -> None:
     ap.add_argument("kernels_dir", type=Path)
     ap.add_argument("--ops", default="", help="comma-separated overloads (default: all kept)")
     ap.add_argument("--cases", type=int, default=3, help="cases per operator")
+    ap.add_argument(
+        "--largest", action="store_true", help="take the operator's largest cases (by bytes) first"
+    )
     ap.add_argument("--out", type=Path, default=None, help="also write JSON lines here")
     args = ap.parse_args()
     if args.ops:
@@ -107,7 +110,8 @@ def main() -> None:
             print(f"{oc.op}: cannot load ({exc})", file=sys.stderr)
             continue
         packet = aten_overload(oc.op)
-        for case in oc.cases[: args.cases]:
+        cases = sorted(oc.cases, key=lambda c: -c.total_bytes()) if args.largest else oc.cases
+        for case in cases[: args.cases]:
             a, kw = materialize(oc.op, case, "cuda", 1)
             b = [x.clone() if isinstance(x, torch.Tensor) else x for x in a]
             try:

@@ -121,7 +121,8 @@ _GROUP_NORM = '''
 @triton.jit
 def _group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D, n_f, eps,
                        HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                       ROUND_STATS: tl.constexpr, BLOCK: tl.constexpr):
+                       ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr,
+                       BLOCK: tl.constexpr):
     """One (sample, group): its D = CPG * HW elements are contiguous from pid * D.
 
     ROUND_STATS (CUDA, f16/bf16): normalise with the mean and rstd rounded to the input dtype,
@@ -153,29 +154,48 @@ def _group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, G, CPG,
     if ROUND_STATS:
         mean = mean.to(mean_ptr.dtype.element_ty).to(ACC)
         rstd = rstd.to(rstd_ptr.dtype.element_ty).to(ACC)
-    for k0 in range(0, D, BLOCK):
-        k = k0 + tl.arange(0, BLOCK)
-        m = k < D
-        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
-        if ROUND_STATS:
-            c = c_base + k // HW
-            a = rstd
-            if HAS_W:
-                a = a * tl.load(w_ptr + c, mask=m, other=1).to(ACC)
-            bb = -a * mean
-            if HAS_B:
-                bb = bb + tl.load(b_ptr + c, mask=m, other=0).to(ACC)
-            y = v * a + bb
-        else:
-            y = (v - mean) * rstd
-        if (HAS_W or HAS_B) and not ROUND_STATS:
-            c = c_base + k // HW
-            if HAS_W:
-                y = y * tl.load(w_ptr + c, mask=m, other=1).to(ACC)
-            if HAS_B:
-                y = y + tl.load(b_ptr + c, mask=m, other=0).to(ACC)
-        tl.store(out_ptr + base + k, y.to(out_ptr.dtype.element_ty), mask=m)
+    if PER_CHANNEL:
+        # long planes: one channel at a time, its scale and shift as scalars (a per-element
+        # channel number k // HW and two gathers cost more than the plane's bytes)
+        for ci in range(0, CPG):
+            wv, bv = _gn_affine(w_ptr, b_ptr, c_base + ci, ci < CPG, HAS_W, HAS_B, ACC)
+            p0 = base + ci * HW
+            for k0 in range(0, HW, BLOCK):
+                k = k0 + tl.arange(0, BLOCK)
+                m = k < HW
+                v = tl.load(x_ptr + p0 + k, mask=m, other=0).to(ACC)
+                tl.store(out_ptr + p0 + k, _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS).to(
+                    out_ptr.dtype.element_ty), mask=m)
+    else:
+        for k0 in range(0, D, BLOCK):
+            k = k0 + tl.arange(0, BLOCK)
+            m = k < D
+            v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+            wv, bv = _gn_affine(w_ptr, b_ptr, c_base + k // HW, m, HAS_W, HAS_B, ACC)
+            tl.store(out_ptr + base + k, _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS).to(
+                out_ptr.dtype.element_ty), mask=m)
 
+
+@triton.jit
+def _gn_affine(w_ptr, b_ptr, c, m, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+    """(weight, bias) of channel(s) c; 1 and 0 where the op has none (exact in either form)."""
+    wv = 1.0
+    bv = 0.0
+    if HAS_W:
+        wv = tl.load(w_ptr + c, mask=m, other=1).to(ACC)
+    if HAS_B:
+        bv = tl.load(b_ptr + c, mask=m, other=0).to(ACC)
+    return wv, bv
+
+
+@triton.jit
+def _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS: tl.constexpr):
+    """ROUND_STATS: y = v*a + (b - a*mean) with a = rstd*w, CUDA eager's form from its stored
+    statistics; otherwise ((v - mean) * rstd) * w + b."""
+    if ROUND_STATS:
+        a = rstd * wv
+        return v * a + (-a * mean + bv)
+    return ((v - mean) * rstd) * wv + bv
 
 _ROUND_STATS_DEVICES = ("cuda",)  # where eager normalises with statistics in the input dtype
 
@@ -204,6 +224,7 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(input.dtype),
         ROUND_STATS=input.device.type in _ROUND_STATS_DEVICES
         and input.dtype in (torch.float16, torch.bfloat16),
+        PER_CHANNEL=HxW >= block // 2,
         BLOCK=block,
         num_warps=4 if block <= 1024 else 8)
     return out, mean, rstd

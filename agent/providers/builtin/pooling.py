@@ -182,7 +182,8 @@ def _first_valid(start, D):
 
 @triton.jit
 def _max_pool_kernel(x_ptr, out_ptr, idx_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw,
-                     SH, SW, PH, PW, DH, DW, KH: tl.constexpr, KW: tl.constexpr,
+                     SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+                     DH: tl.constexpr, DW: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
                      CL: tl.constexpr, I64: tl.constexpr, ACC: tl.constexpr,
                      BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):
     n, c, oh, ow, o, ok = _coords(R, Q, C, OH, OW, CL, I64, BLOCK_R, BLOCK_Q)
@@ -209,7 +210,8 @@ def _max_pool_kernel(x_ptr, out_ptr, idx_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh,
 
 @triton.jit
 def _max_pool_bwd_kernel(go_ptr, idx_ptr, out_ptr, R, Q, C, H, W, OH, OW,
-                         gn, gc, gh, gw, jn, jc, jh, jw, SH, SW, PH, PW, EH, EW,
+                         gn, gc, gh, gw, jn, jc, jh, jw, SH: tl.constexpr, SW: tl.constexpr,
+                         PH: tl.constexpr, PW: tl.constexpr, EH: tl.constexpr, EW: tl.constexpr,
                          MAXH: tl.constexpr, MAXW: tl.constexpr, CL: tl.constexpr,
                          I64: tl.constexpr, ACC: tl.constexpr, BLOCK_R: tl.constexpr,
                          BLOCK_Q: tl.constexpr):
@@ -259,8 +261,9 @@ def _max_pool_plan(self, kernel_size, stride, padding, dilation, ceil_mode):
         return shape, strides, None, None, None
     grid, rq, meta = _tiles(N, C, oh, ow, cl, 512)
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20
-    meta.update(KH=kh, KW=kw, I64=wide, ACC=_acc(self.dtype))
-    args = (*rq, C, H, W, oh, ow, sn, sc, s_h, s_w, sh, sw, ph, pw, dh, dw)
+    meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw, I64=wide,
+                ACC=_acc(self.dtype))
+    args = (*rq, C, H, W, oh, ow, sn, sc, s_h, s_w)
     return shape, strides, grid, args, meta
 
 
@@ -292,8 +295,9 @@ def _max_pool_bwd_plan(grad_output, self, kernel_size, stride, padding, dilation
     ew = (kw - 1) * dw + 1
     grid, rq, meta = _tiles(N, C, H, W, cl, 512)
     wide = _wide(self, grad_output, indices)
-    meta.update(MAXH=_cdiv(eh, sh), MAXW=_cdiv(ew, sw), I64=wide, ACC=_acc(grad_output.dtype))
-    args = (*rq, C, H, W, oh, ow, *_strides4(grad_output), *_strides4(indices), sh, sw, ph, pw, eh, ew)
+    meta.update(MAXH=_cdiv(eh, sh), MAXW=_cdiv(ew, sw), SH=sh, SW=sw, PH=ph, PW=pw, EH=eh, EW=ew,
+                I64=wide, ACC=_acc(grad_output.dtype))
+    args = (*rq, C, H, W, oh, ow, *_strides4(grad_output), *_strides4(indices))
     return shape, strides, grid, args, meta
 
 
@@ -324,8 +328,9 @@ def _avg_window(o, S, P, K, size):
 
 
 @triton.jit
-def _avg_pool_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw,
-                     SH, SW, PH, PW, divisor, KH: tl.constexpr, KW: tl.constexpr,
+def _avg_pool_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw, divisor,
+                     SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+                     KH: tl.constexpr, KW: tl.constexpr,
                      COUNT_PAD: tl.constexpr, HAS_DIV: tl.constexpr, CL: tl.constexpr,
                      I64: tl.constexpr, ACC: tl.constexpr, BLOCK_R: tl.constexpr,
                      BLOCK_Q: tl.constexpr):
@@ -354,8 +359,9 @@ def _avg_pool_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw,
 
 
 @triton.jit
-def _avg_pool_bwd_kernel(go_ptr, out_ptr, R, Q, C, H, W, OH, OW, gn, gc, gh, gw,
-                         SH, SW, PH, PW, divisor, KH: tl.constexpr, KW: tl.constexpr,
+def _avg_pool_bwd_kernel(go_ptr, out_ptr, R, Q, C, H, W, OH, OW, gn, gc, gh, gw, divisor,
+                         SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+                         KH: tl.constexpr, KW: tl.constexpr,
                          MAXH: tl.constexpr, MAXW: tl.constexpr, COUNT_PAD: tl.constexpr,
                          HAS_DIV: tl.constexpr, CL: tl.constexpr, I64: tl.constexpr,
                          ACC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):
@@ -415,9 +421,9 @@ def _avg_pool_plan(self, kernel_size, stride, padding, ceil_mode, count_include_
         return shape, strides, None, None, None
     grid, rq, meta = _tiles(N, C, oh, ow, cl, 512)
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20
-    meta.update(KH=kh, KW=kw, COUNT_PAD=bool(count_include_pad),
+    meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, COUNT_PAD=bool(count_include_pad),
                 HAS_DIV=divisor_override is not None, I64=wide, ACC=_acc(self.dtype))
-    args = (*rq, C, H, W, oh, ow, sn, sc, s_h, s_w, sh, sw, ph, pw, float(divisor_override or 1))
+    args = (*rq, C, H, W, oh, ow, sn, sc, s_h, s_w, float(divisor_override or 1))
     return shape, strides, grid, args, meta
 
 
@@ -447,11 +453,10 @@ def _avg_pool_bwd_plan(grad_output, self, kernel_size, stride, padding, count_in
     if N * C * H * W == 0:
         return shape, strides, None, None, None
     grid, rq, meta = _tiles(N, C, H, W, cl, 2048)
-    meta.update(KH=kh, KW=kw, MAXH=_cdiv(kh, sh), MAXW=_cdiv(kw, sw),
+    meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, MAXH=_cdiv(kh, sh), MAXW=_cdiv(kw, sw),
                 COUNT_PAD=bool(count_include_pad), HAS_DIV=divisor_override is not None,
                 I64=_wide(self, grad_output), ACC=_acc(grad_output.dtype))
-    args = (*rq, C, H, W, oh, ow, *_strides4(grad_output), sh, sw, ph, pw,
-            float(divisor_override or 1))
+    args = (*rq, C, H, W, oh, ow, *_strides4(grad_output), float(divisor_override or 1))
     return shape, strides, grid, args, meta
 
 
@@ -539,32 +544,20 @@ def _src_index(o, scale, size, ALIGN: tl.constexpr, ACC: tl.constexpr):
     else:
         src = scale * (o.to(ACC) + 0.5) - 0.5
         src = tl.maximum(src, 0.0)
-    i0 = src.to(tl.int64)  # src >= 0: truncation is floor
+    i0 = src.to(o.dtype)  # src >= 0: truncation is floor (int64 only for int64 offsets)
     step = tl.where(i0 < size - 1, 1, 0)
     return i0, step, src - i0.to(ACC)
 
 
 @triton.jit
-def _bilinear_kernel(x_ptr, out_ptr, total, C, H, W, OH, OW, sn, sc, sh, sw, rh, rw,
-                     ALIGN: tl.constexpr, CL: tl.constexpr, ACC: tl.constexpr,
-                     BLOCK: tl.constexpr):
-    """One output element per lane, walking the output's memory order (NCHW or NHWC)."""
-    p = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    ok = p < total
-    if CL:
-        c = p % C
-        r = p // C
-        ow = r % OW
-        r = r // OW
-        oh = r % OH
-        n = r // OH
-    else:
-        ow = p % OW
-        r = p // OW
-        oh = r % OH
-        r = r // OH
-        c = r % C
-        n = r // C
+def _bilinear_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw, rh, rw,
+                     ALIGN: tl.constexpr, CL: tl.constexpr, I64: tl.constexpr,
+                     ACC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """A [BLOCK_R, BLOCK_Q] tile of the output in memory order (like the pools): channels-last
+    rows are output pixels and columns channels, so the four taps are contiguous loads along C
+    and the source positions are computed once per row. (One element per lane with int64
+    divisions by C, OW and OH per element ran at 24% of HBM bandwidth on the H200, eager 89%.)"""
+    n, c, oh, ow, o, ok = _coords(R, Q, C, OH, OW, CL, I64, BLOCK_R, BLOCK_Q)
     h1, hp, lh1 = _src_index(oh, rh, H, ALIGN, ACC)
     w1, wp, lw1 = _src_index(ow, rw, W, ALIGN, ACC)
     lh0 = 1.0 - lh1
@@ -577,7 +570,7 @@ def _bilinear_kernel(x_ptr, out_ptr, total, C, H, W, OH, OW, sn, sc, sh, sw, rh,
     x10 = tl.load(bot + w1 * sw, mask=ok, other=0).to(ACC)
     x11 = tl.load(bot + (w1 + wp) * sw, mask=ok, other=0).to(ACC)
     res = lh0 * (lw0 * x00 + lw1 * x01) + lh1 * (lw0 * x10 + lw1 * x11)
-    tl.store(out_ptr + p, res.to(out_ptr.dtype.element_ty), mask=ok)
+    tl.store(out_ptr + o, res.to(out_ptr.dtype.element_ty), mask=ok)
 
 
 def _area_scale(in_size, out_size, align_corners, scale):
@@ -604,10 +597,9 @@ def _upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales
         return out
     rh = _area_scale(H, oh, align_corners, scales_h)
     rw = _area_scale(W, ow, align_corners, scales_w)
-    block, warps = _block1(total)
-    _bilinear_kernel[(_cdiv(total, block),)](
-        self, out, total, C, H, W, oh, ow, *self.stride(), rh, rw,
-        ALIGN=bool(align_corners), CL=cl, ACC=_acc(self.dtype), BLOCK=block, num_warps=warps)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, 1024)
+    meta.update(ALIGN=bool(align_corners), I64=_wide(self, out), ACC=_acc(self.dtype))
+    _bilinear_kernel[grid](self, out, *rq, C, H, W, oh, ow, *self.stride(), rh, rw, **meta)
     return out
 
 

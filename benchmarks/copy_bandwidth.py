@@ -1,0 +1,69 @@
+"""What a plain device copy reaches at each size, timed exactly as the evaluator times a case.
+
+    python benchmarks/copy_bandwidth.py [--out copy_bandwidth.json]
+
+Why: the bandwidth target (issue 4) divides bytes by time against one number, the measured HBM
+bandwidth (4.26 TB/s on the H200). At tens of MiB a call also pays a launch, the ramp-up of the
+first wave and the tail of the last, so even a copy falls short of that number; this curve says
+by how much, so that a kernel at "70%" on a 49 MiB case can be told apart from a slow kernel.
+
+Per tensor size (a copy moves it twice: read + write): torch's `copy_` (a read and a write) and `zero_` (writes
+only), each timed with the evaluator's `_time_pair` (L2 flush and the calibrated GPU wait before
+every call, CUDA events around it), median of the repetitions. GPU only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+import torch
+
+from evaluator.config import EvalConfig
+from evaluator.timing import _time_pair, _wait_cycles
+
+SIZES_MIB = (4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None, help="write the rows here as JSON")
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    timing = EvalConfig().timing
+    peak = timing.hbm_bandwidth_gbps
+    flush = torch.empty(timing.flush_l2_mib << 20, dtype=torch.uint8, device="cuda")
+    wait = _wait_cycles(timing.host_window_us)
+    rows = []
+    print(
+        f"{'tensor MiB':>10} {'copy us':>9} {'copy % peak':>11} {'zero us':>9} {'zero % peak':>11}"
+    )
+    for mib in SIZES_MIB:
+        n = (mib << 20) // 2
+        src = torch.randn(n, dtype=torch.float16, device="cuda")
+        dst = torch.empty_like(src)
+        copy, zero, _, _ = _time_pair(
+            lambda d=dst, s=src: d.copy_(s), lambda d=dst: d.zero_(), flush, args.reps, 30.0, wait
+        )
+        copy_ms, zero_ms = statistics.median(copy), statistics.median(zero)
+        row = {
+            "mib": mib,
+            "copy_us": copy_ms * 1e3,
+            "copy_pct": 100 * (2 * (mib << 20)) / (copy_ms * 1e-3) / (peak * 1e9),
+            "zero_us": zero_ms * 1e3,
+            "zero_pct": 100 * (mib << 20) / (zero_ms * 1e-3) / (peak * 1e9),
+        }
+        rows.append(row)
+        print(
+            f"{mib:>10} {row['copy_us']:>9.1f} {row['copy_pct']:>10.0f}% "
+            f"{row['zero_us']:>9.1f} {row['zero_pct']:>10.0f}%",
+            flush=True,
+        )
+    if args.out:
+        args.out.write_text(json.dumps({"peak_gbps": peak, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
