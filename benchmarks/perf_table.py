@@ -1,6 +1,7 @@
 """Per-operator speed table of a GPU evaluation (issue 4's speed targets).
 
-    python benchmarks/perf_table.py RUN_DIR [--sort speedup|eager_us|op] [--family] > table.md
+    python benchmarks/perf_table.py RUN_DIR [--sort speedup|eager_us|op]
+        [--copy-curve copy_bandwidth.json] > table.md
 
 RUN_DIR is an evaluation run folder (its full_results.json). For every passed operator: geomean
 speedup vs eager over its timed cases, median eager and kernel time, and at its largest case (most
@@ -11,6 +12,9 @@ over all passed operators and over those with at least one case that is not over
 Evaluations that measured host time also get each side's median host µs per call and a "loop"
 geomean: per case max(GPU time, host time) of eager over the kernel's, the speed of a loop of
 calls in which the GPU waits for the host whenever the host is the slower.
+With --copy-curve (benchmarks/copy_bandwidth.py's output from the same GPU), each memory-bound
+operator's bandwidth is also given as a share of what a plain copy moving the same bytes reaches
+(launch, ramp-up and tail included): the ceiling at that size, not at an infinite one.
 """
 
 from __future__ import annotations
@@ -80,11 +84,28 @@ def operator_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def copy_pct_at(curve: dict[str, Any], mib: float) -> float:
+    """% of HBM bandwidth a copy moving `mib` MiB (read + write) reached, interpolated linearly
+    in log(size) between the measured sizes, clamped at both ends."""
+    points = sorted((2 * r["mib"], r["copy_pct"]) for r in curve["rows"])
+    if mib <= points[0][0]:
+        return points[0][1]
+    for (m0, p0), (m1, p1) in zip(points, points[1:], strict=False):
+        if mib <= m1:
+            t = math.log(mib / m0) / math.log(m1 / m0)
+            return p0 + t * (p1 - p0)
+    return points[-1][1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--sort", choices=["speedup", "eager_us", "op"], default="speedup")
+    ap.add_argument(
+        "--copy-curve", type=Path, default=None, help="copy_bandwidth.py's JSON from the same GPU"
+    )
     args = ap.parse_args()
+    curve = json.loads(args.copy_curve.read_text()) if args.copy_curve else None
     path = args.run_dir / "full_results.json"
     if not path.is_file():
         raise SystemExit(f"perf_table: no {path}: give the run folder of an evaluation")
@@ -96,11 +117,13 @@ def main() -> None:
     print(
         "| operator | cases | geomean speedup | median eager µs | median kernel µs "
         "| largest case MiB | kernel % HBM bw | eager % HBM bw | host µs eager / kernel "
-        "| loop speedup |"
+        "| loop speedup |" + (" kernel % of a same-size copy |" if curve else "")
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if curve else ""))
     for r in rows:
         big = r["largest_mib"] >= MIN_BANDWIDTH_BYTES / (1 << 20) and not r["compute"]
+        if curve:
+            r["copy_rel"] = 100.0 * r["bw_pct"] / copy_pct_at(curve, r["largest_mib"])
         bw = f"{r['bw_pct']:.0f}" if big else f"({r['bw_pct']:.0f})"
         ebw = f"{r['eager_bw_pct']:.0f}" if big else f"({r['eager_bw_pct']:.0f})"
         print(
@@ -108,6 +131,7 @@ def main() -> None:
             f"| {r['eager_us']:.1f} | {r['kernel_us']:.1f} | {r['largest_mib']:.1f} | {bw} | {ebw} "
             f"| {_pair(r['eager_host_us'], r['kernel_host_us'])} "
             f"| {'-' if r['loop_speedup'] is None else format(r['loop_speedup'], '.2f') + '×'} |"
+            + (f" {r['copy_rel']:.0f} |" if big and curve else " - |" if curve else "")
         )
     all_g = _geomean([r["speedup"] for r in rows])
     real = [r for r in rows if not r["overhead"]]
@@ -124,6 +148,12 @@ def main() -> None:
         f"{', '.join(sorted(COMPUTE_BOUND))}), {sum(r['bw_pct'] >= 80 for r in big)} of them at "
         f"≥ 80% of HBM bandwidth; {sum(r['bw_pct'] >= r['eager_bw_pct'] * 0.9 for r in big)} "
         f"within 10% of eager's bandwidth or above it."
+        + (
+            f" Against a copy of the same bytes: {sum(r['copy_rel'] >= 80 for r in big)} of "
+            f"{len(big)} at ≥ 80% of its bandwidth."
+            if curve
+            else ""
+        )
     )
     loops = [r["loop_speedup"] for r in rows if r["loop_speedup"]]
     if loops:
