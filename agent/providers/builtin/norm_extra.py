@@ -11,10 +11,12 @@ How the generated kernels work:
   online pass (running max, rescaled sum) and a writing pass. A row whose maximum is -inf (every
   element masked) is written as zeros instead of NaN, as eager does. Arithmetic in fp32 (fp64 for
   fp64), stored in `dtype` when given;
-- native_group_norm: one program per (sample, group) reduces its C/G * HxW contiguous elements
-  with sums shifted by the group's first element (one pass, no catastrophic cancellation), writes
-  mean and rstd (in the input dtype, shaped [N, group] like eager), then normalises the group and
-  applies the per-channel weight and bias in a second pass over the same (cache-hot) data;
+- native_group_norm: each (sample, group)'s C/G * HxW contiguous elements are split into chunks
+  (about a thousand programs in all, a chunk inside one channel when planes are long): a first
+  kernel writes each chunk's sums shifted by the group's first element (no catastrophic
+  cancellation), a second combines a group's sums in a fixed order, writes mean and rstd (in the
+  input dtype, shaped [N, group] like eager) and normalises its chunk with the channel's weight
+  and bias;
 - _weight_norm_interface (dim 0 or last): the input (made contiguous) is read as [A, D, B] with D
   the kept dim; partial sums of squares go to an fp32 buffer with atomic adds (a column tile when
   B == 1, so the last-dim case reads memory in order), then one elementwise launch writes
@@ -118,62 +120,97 @@ def _safe_softmax(self, dim, dtype=None):
 
 _GROUP_NORM = '''
 
+# Programs to aim for on a GPU (each (sample, group) is split into chunks until there are about
+# this many), elements per loop step and warps per program: module constants so that
+# benchmarks/knob_sweep.py can re-measure them. One program per group left 32 programs for the
+# G=1 cases (12.8 MB at 1/13 of the bandwidth floor on the H200).
+_GN_TARGET_PROGRAMS = 8 if _INTERPRET else 1024
+_GN_BLOCK = 2048
+_GN_WARPS = 8
+
+
 @triton.jit
-def _group_norm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D, n_f, eps,
-                       HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                       ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr,
-                       BLOCK: tl.constexpr):
-    """One (sample, group): its D = CPG * HW elements are contiguous from pid * D.
+def _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL: tl.constexpr):
+    """[lo, hi) of chunk s inside its group, and its channel (PER_CHANNEL: chunks never cross a
+    channel, SPC of them per channel)."""
+    if PER_CHANNEL:
+        ci = s // SPC
+        lo = ci * HW + (s % SPC) * CHUNK
+        hi = tl.minimum(lo + CHUNK, ci * HW + HW)
+    else:
+        ci = 0
+        lo = s * CHUNK
+        hi = tl.minimum(lo + CHUNK, D)
+    return lo, hi, ci
+
+
+@triton.jit
+def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.constexpr,
+                        ACC: tl.constexpr, BLOCK: tl.constexpr):
+    """Sums of one chunk of a group, shifted by the group's first element (every chunk of the
+    group uses the same shift, so the sums add up; no catastrophic cancellation)."""
+    g = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    base = g * D
+    shift = tl.load(x_ptr + base).to(ACC)
+    lo, hi, _ = _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL)
+    s1 = tl.zeros([BLOCK], ACC)
+    s2 = tl.zeros([BLOCK], ACC)
+    for k0 in range(lo, hi, BLOCK):
+        k = k0 + tl.arange(0, BLOCK)
+        m = k < hi
+        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+        v = tl.where(m, v - shift, 0.0)
+        s1 += v
+        s2 += v * v
+    slot = (g * S + s) * 2
+    tl.store(part_ptr + slot, tl.sum(s1, axis=0))
+    tl.store(part_ptr + slot + 1, tl.sum(s2, axis=0))
+
+
+@triton.jit
+def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D,
+                     CHUNK, SPC, S, n_f, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                     ACC: tl.constexpr, ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr,
+                     SP: tl.constexpr, BLOCK: tl.constexpr):
+    """Statistics of the group from its S partial sums (every program of the group computes the
+    same values in the same order; chunk 0 stores them), then one chunk normalised.
 
     ROUND_STATS (CUDA, f16/bf16): normalise with the mean and rstd rounded to the input dtype,
     as y = x*a + b with a = rstd*w and b = beta - a*mean, which is how CUDA eager computes it
     from the statistics it stored; with unrounded ones, elements whose x*a nearly cancels the
     bias came out several f16 ulps from eager on the H200."""
-    pid = tl.program_id(0).to(tl.int64)
-    base = pid * D
+    g = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    base = g * D
     shift = tl.load(x_ptr + base).to(ACC)
-    s1 = tl.zeros([BLOCK], ACC)
-    s2 = tl.zeros([BLOCK], ACC)
-    for k0 in range(0, D, BLOCK):
-        k = k0 + tl.arange(0, BLOCK)
-        m = k < D
-        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
-        v = tl.where(m, v - shift, 0.0)
-        s1 += v
-        s2 += v * v
-    t1 = tl.sum(s1, axis=0)
-    t2 = tl.sum(s2, axis=0)
+    j = tl.arange(0, SP)
+    t1 = tl.sum(tl.load(part_ptr + (g * S + j) * 2, mask=j < S, other=0), axis=0)
+    t2 = tl.sum(tl.load(part_ptr + (g * S + j) * 2 + 1, mask=j < S, other=0), axis=0)
     mean_s = t1 / n_f
     var = (t2 - t1 * mean_s) / n_f
     var = tl.maximum(var, 0.0)
     mean = shift + mean_s
     rstd = 1.0 / tl.sqrt(var + eps)
-    tl.store(mean_ptr + pid, mean.to(mean_ptr.dtype.element_ty))
-    tl.store(rstd_ptr + pid, rstd.to(rstd_ptr.dtype.element_ty))
-    c_base = (pid % G) * CPG
+    tl.store(mean_ptr + g, mean.to(mean_ptr.dtype.element_ty), mask=s == 0)
+    tl.store(rstd_ptr + g, rstd.to(rstd_ptr.dtype.element_ty), mask=s == 0)
     if ROUND_STATS:
         mean = mean.to(mean_ptr.dtype.element_ty).to(ACC)
         rstd = rstd.to(rstd_ptr.dtype.element_ty).to(ACC)
+    c_base = (g % G) * CPG
+    lo, hi, ci = _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL)
     if PER_CHANNEL:
-        # long planes: one channel at a time, its scale and shift as scalars (a per-element
-        # channel number k // HW and two gathers cost more than the plane's bytes)
-        for ci in range(0, CPG):
-            wv, bv = _gn_affine(w_ptr, b_ptr, c_base + ci, ci < CPG, HAS_W, HAS_B, ACC)
-            p0 = base + ci * HW
-            for k0 in range(0, HW, BLOCK):
-                k = k0 + tl.arange(0, BLOCK)
-                m = k < HW
-                v = tl.load(x_ptr + p0 + k, mask=m, other=0).to(ACC)
-                tl.store(out_ptr + p0 + k, _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS).to(
-                    out_ptr.dtype.element_ty), mask=m)
-    else:
-        for k0 in range(0, D, BLOCK):
-            k = k0 + tl.arange(0, BLOCK)
-            m = k < D
-            v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+        # the chunk is inside one channel: its weight and bias are scalars (a per-element
+        # channel number k // HW and two gathers cost more than the bytes)
+        wv, bv = _gn_affine(w_ptr, b_ptr, c_base + ci, ci < CPG, HAS_W, HAS_B, ACC)
+    for k0 in range(lo, hi, BLOCK):
+        k = k0 + tl.arange(0, BLOCK)
+        m = k < hi
+        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+        if not PER_CHANNEL:
             wv, bv = _gn_affine(w_ptr, b_ptr, c_base + k // HW, m, HAS_W, HAS_B, ACC)
-            tl.store(out_ptr + base + k, _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS).to(
-                out_ptr.dtype.element_ty), mask=m)
+        y = _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS)
+        tl.store(out_ptr + base + k, y.to(out_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -197,7 +234,22 @@ def _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS: tl.constexpr):
         return v * a + (-a * mean + bv)
     return ((v - mean) * rstd) * wv + bv
 
+
 _ROUND_STATS_DEVICES = ("cuda",)  # where eager normalises with statistics in the input dtype
+
+
+def _gn_split(NG, CPG, HW, D, block):
+    """(per_channel, chunk, chunks per channel, chunks per group) for about
+    _GN_TARGET_PROGRAMS programs; chunks are whole loop steps."""
+    per_channel = HW >= block
+    if per_channel:
+        spc = max(1, min(_cdiv(_GN_TARGET_PROGRAMS, NG * CPG), _cdiv(HW, block)))
+        chunk = _cdiv(_cdiv(HW, spc), block) * block
+        spc = _cdiv(HW, chunk)
+        return True, chunk, spc, CPG * spc
+    s = max(1, min(_cdiv(_GN_TARGET_PROGRAMS, NG), _cdiv(D, block)))
+    chunk = _cdiv(_cdiv(D, s), block) * block
+    return False, chunk, 1, _cdiv(D, chunk)
 
 
 def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
@@ -212,21 +264,28 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     mean = torch.empty((N, group), dtype=input.dtype, device=input.device)
     rstd = torch.empty((N, group), dtype=input.dtype, device=input.device)
-    D = (C // group) * HxW
-    if N * group == 0 or D == 0:
+    CPG = C // group
+    D = CPG * HxW
+    NG = N * group
+    if NG == 0 or D == 0:
         return out, mean, rstd
     w = weight.contiguous() if weight is not None else x
     b = bias.contiguous() if bias is not None else x
-    cap = _tile_cap() if _INTERPRET else (1024 if _CONSERVATIVE else 2048)
+    cap = _tile_cap() if _INTERPRET else (1024 if _CONSERVATIVE else _GN_BLOCK)
     block = max(32, min(_pow2(D), cap))
-    _group_norm_kernel[(N * group,)](
-        x, w, b, out, mean, rstd, group, C // group, HxW, D, float(D), float(eps),
-        HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(input.dtype),
+    per_channel, chunk, spc, S = _gn_split(NG, CPG, HxW, D, block)
+    acc = _acc(input.dtype)
+    part = torch.empty((NG * S * 2,), dtype=torch.float64 if acc == tl.float64 else torch.float32,
+                       device=input.device)
+    warps = 4 if block <= 1024 else _GN_WARPS
+    _gn_partials_kernel[(NG, S)](x, part, D, HxW, chunk, spc, S, PER_CHANNEL=per_channel,
+                                 ACC=acc, BLOCK=block, num_warps=warps)
+    _gn_apply_kernel[(NG, S)](
+        x, w, b, out, part, mean, rstd, group, CPG, HxW, D, chunk, spc, S, float(D), float(eps),
+        HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc,
         ROUND_STATS=input.device.type in _ROUND_STATS_DEVICES
         and input.dtype in (torch.float16, torch.bfloat16),
-        PER_CHANNEL=HxW >= block // 2,
-        BLOCK=block,
-        num_warps=4 if block <= 1024 else 8)
+        PER_CHANNEL=per_channel, SP=_pow2(S), BLOCK=block, num_warps=warps)
     return out, mean, rstd
 '''
 
@@ -340,7 +399,8 @@ _SPECS: dict[str, tuple[str, str, str]] = {
 
 _PLAN = (
     "Plan: row kernels over contiguous data with fp32 arithmetic (fp64 for fp64); group norm "
-    "fuses statistics and normalisation in one program per (sample, group); weight norm sums "
+    "splits each (sample, group) into chunks: partial shifted sums, then statistics and "
+    "normalisation per chunk; weight norm sums "
     "squares with atomic adds into an fp32 buffer, then scales v elementwise."
 )
 

@@ -49,6 +49,16 @@ _COMMON = '''
 
 _PLANS = {}  # launch plans per call geometry: validation and tiling run once per geometry
 
+# Elements per program on a GPU for each kernel, and warps per program (module constants so that
+# benchmarks/knob_sweep.py can re-measure them; plans read them when first made).
+_MAX_POOL_ELEMS = 512
+_MAX_POOL_BWD_ELEMS = 512
+_AVG_POOL_ELEMS = 512
+_AVG_POOL_BWD_ELEMS = 2048
+_ADAPTIVE_ELEMS = 512
+_UPSAMPLE_ELEMS = 1024
+_POOL_WARPS = 4
+
 
 def _pair(value, name, default=None):
     value = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -133,7 +143,7 @@ def _tiles(N, C, A, B, cl, elems):
     block_q = max(1, min(_pow2(cols), 128, cap))
     block_r = max(1, min(_pow2(rows), cap // block_q))
     grid = (_cdiv(rows, block_r), _cdiv(cols, block_q))
-    meta = dict(CL=cl, BLOCK_R=block_r, BLOCK_Q=block_q, num_warps=4)
+    meta = dict(CL=cl, BLOCK_R=block_r, BLOCK_Q=block_q, num_warps=_POOL_WARPS)
     return grid, (rows, cols), meta
 
 
@@ -259,7 +269,7 @@ def _max_pool_plan(self, kernel_size, stride, padding, dilation, ceil_mode):
     strides = _dense_strides(shape, cl)
     if N * C * oh * ow == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, 512)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _MAX_POOL_ELEMS)
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw, I64=wide,
                 ACC=_acc(self.dtype))
@@ -293,7 +303,7 @@ def _max_pool_bwd_plan(grad_output, self, kernel_size, stride, padding, dilation
         return shape, strides, None, None, None
     eh = (kh - 1) * dh + 1
     ew = (kw - 1) * dw + 1
-    grid, rq, meta = _tiles(N, C, H, W, cl, 512)
+    grid, rq, meta = _tiles(N, C, H, W, cl, _MAX_POOL_BWD_ELEMS)
     wide = _wide(self, grad_output, indices)
     meta.update(MAXH=_cdiv(eh, sh), MAXW=_cdiv(ew, sw), SH=sh, SW=sw, PH=ph, PW=pw, EH=eh, EW=ew,
                 I64=wide, ACC=_acc(grad_output.dtype))
@@ -419,7 +429,7 @@ def _avg_pool_plan(self, kernel_size, stride, padding, ceil_mode, count_include_
     strides = _dense_strides(shape, cl)
     if N * C * oh * ow == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, 512)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _AVG_POOL_ELEMS)
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, COUNT_PAD=bool(count_include_pad),
                 HAS_DIV=divisor_override is not None, I64=wide, ACC=_acc(self.dtype))
@@ -452,7 +462,7 @@ def _avg_pool_bwd_plan(grad_output, self, kernel_size, stride, padding, count_in
     strides = _dense_strides(shape, cl)
     if N * C * H * W == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, H, W, cl, 2048)
+    grid, rq, meta = _tiles(N, C, H, W, cl, _AVG_POOL_BWD_ELEMS)
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, MAXH=_cdiv(kh, sh), MAXW=_cdiv(kw, sw),
                 COUNT_PAD=bool(count_include_pad), HAS_DIV=divisor_override is not None,
                 I64=_wide(self, grad_output), ACC=_acc(grad_output.dtype))
@@ -516,7 +526,7 @@ def _adaptive_plan(self, output_size):
     strides = _dense_strides(shape, cl)
     if N * C * oh * ow == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, 512)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _ADAPTIVE_ELEMS)
     meta.update(MAXH=_max_window(H, oh), MAXW=_max_window(W, ow),
                 I64=_wide(self) or N * C * oh * ow >= 2**31 - 2**20, ACC=_acc(self.dtype))
     return shape, strides, grid, (*rq, C, H, W, oh, ow, sn, sc, sh, sw), meta
@@ -597,7 +607,7 @@ def _upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales
         return out
     rh = _area_scale(H, oh, align_corners, scales_h)
     rw = _area_scale(W, ow, align_corners, scales_w)
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, 1024)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _UPSAMPLE_ELEMS)
     meta.update(ALIGN=bool(align_corners), I64=_wide(self, out), ACC=_acc(self.dtype))
     _bilinear_kernel[grid](self, out, *rq, C, H, W, oh, ow, *self.stride(), rh, rw, **meta)
     return out

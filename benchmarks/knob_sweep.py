@@ -1,0 +1,134 @@
+"""Sweep a generated kernel's module constants (tile sizes, warps, grid factors) on the GPU.
+
+    python benchmarks/knob_sweep.py KERNELS_DIR --op OP --knob NAME=V1,V2 [--knob NAME=...]
+        [--cases 2] [--out sweep.jsonl]
+
+Why: a writer's tile limits are module constants of the file it writes (`_TILE`, `_POOL_ELEMS`,
+...), chosen from measurements; this re-measures them on the operator's largest torchbench cases
+without editing the file. For every combination of the knob values, the kernel file is loaded as
+a fresh module (empty plan caches), the constants are set, the output is checked against eager
+(a wrong combination is reported, not timed) and both are timed as the evaluator times a case
+(`_time_pair`: L2 flush and the calibrated GPU wait before each call). Runs the kernel in this
+process: only for our own writers' kernels. Diagnostic: verdicts and claims come from evaluations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import itertools
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evaluator.config import EvalConfig
+from evaluator.harness import aten_overload
+from evaluator.inputs import materialize
+from evaluator.naming import kernel_function_name, op_to_folder
+from evaluator.suites import select_operators
+from evaluator.timing import _bytes_moved, _time_pair, _wait_cycles
+
+
+def _load(path: Path, number: int) -> Any:
+    spec = importlib.util.spec_from_file_location(f"swept_{number}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _same(got: Any, want: Any) -> bool:
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            return False
+        if want.is_floating_point():
+            return torch.allclose(got.float(), want.float(), atol=1e-2, rtol=2e-2, equal_nan=True)
+        return torch.equal(got, want)
+    if isinstance(want, list | tuple):
+        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True))
+    return True
+
+
+def _knobs(texts: list[str]) -> dict[str, list[Any]]:
+    knobs = {}
+    for text in texts:
+        name, _, values = text.partition("=")
+        if not name or not values:
+            raise SystemExit(f"knob_sweep: --knob {text!r}: write NAME=V1,V2")
+        knobs[name] = [ast.literal_eval(v) for v in values.split(",")]
+    return knobs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kernels_dir", type=Path)
+    ap.add_argument("--op", required=True)
+    ap.add_argument("--knob", action="append", default=[], help="NAME=V1,V2 (Python literals)")
+    ap.add_argument("--cases", type=int, default=2, help="largest cases (by bytes) to time")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--out", type=Path, default=None, help="append JSON lines here")
+    args = ap.parse_args()
+    knobs = _knobs(args.knob)
+    folder = op_to_folder(args.op)
+    path = args.kernels_dir / folder / f"{folder}_implementation_v1.py"
+    if not path.is_file():
+        raise SystemExit(f"knob_sweep: no kernel file {path}")
+    timing = EvalConfig().timing
+    flush = torch.empty(timing.flush_l2_mib << 20, dtype=torch.uint8, device="cuda")
+    wait = _wait_cycles(timing.host_window_us)
+    oc = select_operators("torchbench", ops=[args.op]).ops[0]
+    cases = sorted(oc.cases, key=lambda c: -c.total_bytes())[: args.cases]
+    packet = aten_overload(args.op)
+    sink = args.out.open("a") if args.out else None
+    combos = [
+        dict(zip(knobs, values, strict=True)) for values in itertools.product(*knobs.values())
+    ]
+    for number, combo in enumerate(combos or [{}]):
+        module = _load(path, number)
+        for name, value in combo.items():
+            if not hasattr(module, name):
+                raise SystemExit(f"knob_sweep: {path.name} has no module constant {name}")
+            setattr(module, name, value)
+        fn = getattr(module, kernel_function_name(args.op))
+        for case in cases:
+            a, kw = materialize(args.op, case, "cuda", 1)
+            b = [x.clone() if isinstance(x, torch.Tensor) else x for x in a]
+            row: dict[str, Any] = {"op": args.op, "knobs": combo, "case": case.serialize()}
+            try:
+                ok = _same(fn(*a, **kw), packet(*b, **kw))
+            except Exception as exc:  # noqa: BLE001 - a combination may not compile or launch
+                ok, row["error"] = False, f"{type(exc).__name__}: {exc}"[:200]
+            row["correct"] = ok
+            if ok:
+                kernel, eager, _, _ = _time_pair(
+                    lambda f=fn, a=a, kw=kw: f(*a, **kw),
+                    lambda p=packet, b=b, kw=kw: p(*b, **kw),
+                    flush,
+                    args.reps,
+                    20.0,
+                    wait,
+                )
+                row["kernel_us"] = statistics.median(kernel) * 1e3
+                row["eager_us"] = statistics.median(eager) * 1e3
+                moved = _bytes_moved(args.op, a, packet(*b, **kw))
+                row["bw_pct"] = (
+                    100 * moved / (row["kernel_us"] * 1e-6) / (timing.hbm_bandwidth_gbps * 1e9)
+                )
+            print(
+                f"{args.op} {combo} {case.serialize()[:70]}: "
+                + (
+                    f"kernel {row['kernel_us']:.1f} us ({row['bw_pct']:.0f}% bw), eager {row['eager_us']:.1f} us"
+                    if ok
+                    else f"WRONG {row.get('error', 'result differs from eager')}"
+                ),
+                flush=True,
+            )
+            if sink:
+                sink.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
