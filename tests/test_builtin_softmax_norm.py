@@ -1,13 +1,15 @@
 """The builtin provider's softmax and normalization kernels against eager ATen (CPU interpreter).
 
-Softmax cases cover dim=-1 and inner dims, rows long enough to take the online (looping) path,
-non-contiguous inputs and every float dtype. Norm cases cover layer norm with and without
+Softmax cases cover dim=-1 and inner dims, rows long enough to take the persistent long-row
+kernel (odd lengths, -inf entries, half_to_float, every mode), non-contiguous inputs and every
+float dtype. Norm cases cover layer norm with and without
 affine parameters, long rows, and batch norm in training (running statistics updated in place)
 and eval, forward and backward.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -53,6 +55,36 @@ SOFTMAX_CASES: dict[str, list[str]] = {
         "((T([3, 30, 7], bf16), T([3, 30, 7], bf16), 0, torch.bfloat16), {})",
         "((T([3, 300, 7], f32), T([3, 300, 7], f32), 1, torch.float32), {})",
         "((T([4, 3000], bf16), T([4, 3000], bf16), 1, torch.bfloat16), {})",
+    ],
+}
+
+# Rows longer than the interpreter's one-pass limit (256) take the persistent long-row kernel
+# (3 programs on the interpreter): odd lengths (rows start unaligned: head and tail edges around
+# a vectorized body), row counts that are not a multiple of the grid, one row, a length that is a
+# multiple of the alignment, a body of several loop steps (1024 each) and of less than one.
+LONG_ROW_CASES: dict[str, list[str]] = {
+    "_softmax.default": [
+        "((T([7, 1001], f32), -1, False), {})",
+        "((T([5, 333], f16), 1, False), {})",
+        "((T([2, 3, 2049], bf16), -1, False), {})",
+        "((T([1, 4099], f64), -1, False), {})",
+    ],
+    "_log_softmax.default": [
+        "((T([7, 1001], f32), -1, False), {})",
+        "((T([4, 512], f16), 1, False), {})",
+        "((T([5, 2049], bf16), 1, False), {})",
+        "((T([3, 3000], f64), 1, False), {})",
+    ],
+    "_softmax_backward_data.default": [
+        "((T([7, 1001], f32), T([7, 1001], f32), -1, torch.float32), {})",
+        "((T([5, 333], f16), T([5, 333], f16), 1, torch.float16), {})",
+        "((T([4, 2049], bf16), T([4, 2049], bf16), 1, torch.bfloat16), {})",
+    ],
+    "_log_softmax_backward_data.default": [
+        "((T([7, 1001], f32), T([7, 1001], f32), -1, torch.float32), {})",
+        "((T([5, 257], bf16), T([5, 257], bf16), 1, torch.bfloat16), {})",
+        "((T([4, 1024], f16), T([4, 1024], f16), 1, torch.float16), {})",
+        "((T([2, 3, 4099], f64), T([2, 3, 4099], f64), -1, torch.float64), {})",
     ],
 }
 
@@ -108,6 +140,54 @@ def _write(module: Any, op: str, cases: list, variant: int = 0) -> str:
 def test_softmax_family_matches_eager_on_dims_long_rows_and_dtypes(op: str) -> None:
     cases = [parse_case(c) for c in SOFTMAX_CASES[op]]
     assert run_generated(op, _write(softmax, op, cases), cases) == []
+
+
+@pytest.mark.parametrize("variant", [0, 1])
+@pytest.mark.parametrize("op", sorted(LONG_ROW_CASES))
+def test_softmax_family_long_rows_match_eager(op: str, variant: int) -> None:
+    cases = [parse_case(c) for c in LONG_ROW_CASES[op]]
+    assert run_generated(op, _write(softmax, op, cases, variant), cases) == []
+
+
+def _with_infinities(op: str, case, gen: torch.Generator):
+    """Row 0 all -inf (eager: NaN), row 1 -inf but for one element, row 2 -inf on every third
+    element (masked attention); the other rows as drawn."""
+    args, kwargs = materialize_case(op, case, gen)
+    x = args[0]
+    x[0] = float("-inf")
+    x[1] = float("-inf")
+    x[1, -1] = 2.0
+    x[2, ::3] = float("-inf")
+    return args, kwargs
+
+
+@pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
+def test_softmax_long_rows_handle_minus_infinity_like_eager(op: str) -> None:
+    cases = [parse_case("((T([4, 1001], f32), -1, False), {})"),
+             parse_case("((T([3, 700], bf16), 1, False), {})")]  # fmt: skip
+    assert run_generated(op, _write(softmax, op, cases), cases, make_args=_with_infinities) == []
+
+
+@pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
+def test_softmax_half_to_float_matches_eager_on_fp32_copies(op: str) -> None:
+    """CPU eager has no half_to_float: the reference is the op on fp32 copies (what CUDA eager
+    computes), for short and long rows."""
+    import tempfile
+    from pathlib import Path
+
+    texts = ["((T([7, 33], f16), -1, True), {})", "((T([5, 1001], f16), -1, True), {})",
+             "((T([3, 2049], bf16), 1, True), {})"]  # fmt: skip
+    cases = [parse_case(t) for t in texts]
+    eager = getattr(torch.ops.aten, op.split(".")[0]).default
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(softmax, op, cases), Path(tmp))
+        for index, case in enumerate(cases):
+            args, _ = materialize_case(op, case, torch.Generator().manual_seed(index))
+            got = kernel(args[0], args[1], True)
+            want = eager(args[0].float(), args[1], False)
+            problems += [f"case {index}: {p}" for p in compare("output", got, want)]
+    assert problems == []
 
 
 def test_softmax_conservative_variant_matches_eager() -> None:
@@ -212,9 +292,9 @@ def test_softmax_and_norm_kernels_compile_for_an_sm90_gpu() -> None:
     """The interpreter accepts code the GPU compiler rejects; compile the GPU-sized tiles."""
     jobs = {
         "_softmax.default": ["((T([2, 3, 49, 49], f16), -1, False), {})", "((T([4, 30522], bf16), -1, True), {})", "((T([2, 50257], f32), 1, False), {})", "((T([3, 500, 7], f32), 1, False), {})"],
-        "_log_softmax.default": ["((T([4, 1000], f32), 1, False), {})", "((T([2, 32000], f32), 1, False), {})"],
-        "_softmax_backward_data.default": ["((T([8, 512], f32), T([8, 512], f32), -1, torch.float32), {})", "((T([3, 30, 7], f16), T([3, 30, 7], f16), 1, torch.float16), {})"],
-        "_log_softmax_backward_data.default": ["((T([4, 30522], bf16), T([4, 30522], bf16), 1, torch.bfloat16), {})", "((T([2, 32000], f32), T([2, 32000], f32), 1, torch.float32), {})", "((T([32, 2], bf16), T([32, 2], bf16), 1, torch.bfloat16), {})"],
+        "_log_softmax.default": ["((T([4, 1000], f32), 1, False), {})", "((T([2, 32000], f32), 1, False), {})", "((T([3, 50257], f32), 1, False), {})", "((T([2, 50257], f16), 1, True), {})"],
+        "_softmax_backward_data.default": ["((T([8, 512], f32), T([8, 512], f32), -1, torch.float32), {})", "((T([3, 30, 7], f16), T([3, 30, 7], f16), 1, torch.float16), {})", "((T([2, 50257], f32), T([2, 50257], f32), -1, torch.float32), {})", "((T([2, 9001], f64), T([2, 9001], f64), -1, torch.float64), {})"],
+        "_log_softmax_backward_data.default": ["((T([4, 30522], bf16), T([4, 30522], bf16), 1, torch.bfloat16), {})", "((T([2, 32000], f32), T([2, 32000], f32), 1, torch.float32), {})", "((T([32, 2], bf16), T([32, 2], bf16), 1, torch.bfloat16), {})", "((T([3, 50257], f32), T([3, 50257], f32), 1, torch.float32), {})"],
         "native_layer_norm.default": ["((T([8, 16, 768], bf16), [768], T([768], bf16), T([768], bf16), 1e-05), {})", "((T([4, 9000], f32), [9000], None, None, 1e-05), {})"],
         "native_layer_norm_backward.default": [
             "((T([8, 16, 768], bf16), T([8, 16, 768], bf16), [768], T([8, 16, 1], f32), T([8, 16, 1], f32), T([768], bf16), T([768], bf16), [True, True, True]), {})",
@@ -228,6 +308,67 @@ def test_softmax_and_norm_kernels_compile_for_an_sm90_gpu() -> None:
         module = norm if "layer_norm" in op else softmax
         batch.append((op, _write(module, op, cases), cases))
     assert_compiles_for_sm90(batch)
+
+
+_SMEM_CHILD = r"""
+import importlib.util, json, os, sys
+os.environ["TRITON_INTERPRET"] = "0"
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
+shared = []
+for number, (path, dtype, out_dtype) in enumerate(json.loads(sys.argv[1])):
+    spec = importlib.util.spec_from_file_location(f"_smem_{number}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    x = torch.empty(4, 50257, dtype=getattr(torch, dtype))
+    _, _, consts = module._plan(x, 1, getattr(torch, out_dtype))
+    fn = module._long_rows_kernel
+    if not hasattr(fn, "arg_names"):  # the fast launcher: its JIT function
+        fn = fn.fn
+    options = {"num_warps": consts.pop("num_warps")}
+    out = TYPES[getattr(torch, out_dtype)]
+    signature = {"a_ptr": "*" + TYPES[x.dtype], "b_ptr": "*" + TYPES[x.dtype], "out_ptr": "*" + out,
+                 "ROWS": "i32", "R": "i32", **{k: "constexpr" for k in consts}}
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(3)}  # as Triton specializes them
+    src = ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=aligned)
+    shared.append(triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).metadata.shared)
+print(json.dumps(shared))
+"""
+
+
+def test_long_row_pipeline_buffers_fit_an_h100_block_shared_memory(tmp_path) -> None:
+    """The pipeliner's shared-memory buffers are sized in `_long_pipeline`; a kernel over the
+    227 KB a block may take compiles, then fails at launch: compile the largest (two loads per
+    step, fp64) at GPU sizes and read what they take."""
+    import json
+    import subprocess
+    import sys
+
+    jobs = []
+    for op, dtype, out_dtype in (
+        ("_softmax_backward_data.default", "float64", "float64"),
+        ("_log_softmax_backward_data.default", "float32", "float32"),
+        ("_softmax.default", "float64", "float64"),
+        ("_log_softmax.default", "float16", "float32"),
+    ):
+        path = tmp_path / f"{op}_{dtype}.py"
+        path.write_text(_write(softmax, op, []), encoding="utf-8")
+        jobs.append((str(path), dtype, out_dtype))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", _SMEM_CHILD, json.dumps(jobs)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    if proc.returncode != 0 and ("ptxas" in proc.stderr or "No module named" in proc.stderr):
+        pytest.skip(f"Triton's CUDA backend is not usable here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shared = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(0 < n <= 227 * 1024 for n in shared), shared
 
 
 def _batch_norm_args(op: str, case, gen: torch.Generator):

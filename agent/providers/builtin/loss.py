@@ -10,9 +10,9 @@ How the generated kernels work (self is [N, C] or [C], target [N] or []):
 - forward, mean/sum: one program walks N in blocks summing the loss and the weights in fp32
   (fp64 for fp64) in a fixed order (deterministic), then divides by total_weight for mean
   (0/0 -> NaN, as in eager);
-- backward: a [rows x classes] tile kernel writes every element of grad_input once: the target
-  column gets -w[t] * grad (grad / total_weight for mean), every other column 0, so no separate
-  zero fill is needed.
+- backward: one flat walk over grad_input writes every element once (16-byte vector stores, odd
+  class counts included): the target column gets -w[t] * grad (grad / total_weight for mean),
+  every other element 0, so no separate zero fill is needed.
 """
 
 from __future__ import annotations
@@ -74,30 +74,70 @@ def _nll_forward_kernel(x_ptr, t_ptr, w_ptr, out_ptr, tw_ptr, N, sx0, sx1, st, i
 
 
 @triton.jit
-def _nll_backward_kernel(go_ptr, t_ptr, w_ptr, tw_ptr, out_ptr, N, C, NCB, sgo, st,
-                         ignore_index, HAS_W: tl.constexpr, REDUCTION: tl.constexpr,
-                         ACC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """grad_input[i, c] = (c == target[i]) ? -w[t] * grad : 0, written for every element."""
-    pid = tl.program_id(0).to(tl.int64)
-    rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
-    row_ok = rows < N
+def _nll_row_grad(go_ptr, t_ptr, w_ptr, tw_ptr, rows, row_ok, C, sgo, st, ignore_index,
+                  HAS_W: tl.constexpr, REDUCTION: tl.constexpr, ACC: tl.constexpr):
+    """(value at the target column, target, whether the row has one) for rows (scalar or block).
+
+    A target outside [0, C) has no column: its row stays zero (and the flat walk never writes
+    into a neighbouring row)."""
     t = tl.load(t_ptr + rows * st, mask=row_ok, other=0).to(tl.int64)
-    valid = row_ok & (t != ignore_index)
+    valid = row_ok & (t != ignore_index) & (t >= 0) & (t < C)
     if REDUCTION == 0:
         g = tl.load(go_ptr + rows * sgo, mask=row_ok, other=0).to(ACC)
     else:
-        g = tl.load(go_ptr).to(ACC) + tl.zeros([BLOCK_R], ACC)
+        g = tl.load(go_ptr).to(ACC)
         if REDUCTION == 1:
             g = g / tl.load(tw_ptr).to(ACC)
     g = -g
     if HAS_W:
         g = g * tl.load(w_ptr + t, mask=valid, other=0).to(ACC)
-    g = tl.where(valid, g, 0.0)
-    hit = cols[None, :] == t[:, None]
-    v = tl.where(hit, g[:, None], 0.0)
-    m = row_ok[:, None] & (cols[None, :] < C)
-    tl.store(out_ptr + rows[:, None] * C + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=m)
+    return tl.where(valid, g, 0.0), t, valid
+
+
+@triton.jit
+def _nll_backward_kernel(go_ptr, t_ptr, w_ptr, tw_ptr, out_ptr, NUMEL, N, C, sgo, st,
+                         ignore_index, HAS_W: tl.constexpr, REDUCTION: tl.constexpr,
+                         ACC: tl.constexpr, SPAN: tl.constexpr, BLOCK: tl.constexpr):
+    """grad_input[i, c] = (c == target[i]) ? -w[t] * grad : 0, written for every element.
+
+    The output is walked flat, BLOCK contiguous elements per program, so stores are 16-byte
+    vectors even when C is odd (50257: row tiles could not vectorize); only the last program
+    masks. SPAN > 0: a block touches at most SPAN rows (C >= about BLOCK / 3), found from the
+    block's first row with one scalar division; each row's target element is matched by its
+    int32 position in the block, so the per-element work is a compare and a select per row.
+    SPAN == 0 (short rows, small outputs): the row of every element, by integer division.
+    """
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    local = tl.arange(0, BLOCK)
+    if SPAN > 0:
+        first = start // C
+        v = tl.zeros([BLOCK], ACC)
+        for k in tl.static_range(SPAN):
+            row = first + k
+            g, t, valid = _nll_row_grad(go_ptr, t_ptr, w_ptr, tw_ptr, row, row < N, C, sgo, st,
+                                        ignore_index, HAS_W, REDUCTION, ACC)
+            hit = row * C + t - start
+            hit = tl.where(valid & (hit >= 0) & (hit < BLOCK), hit, -1).to(tl.int32)
+            v = tl.where(local == hit, g, v)
+    else:
+        offs = start + local
+        rows = offs // C
+        g, t, valid = _nll_row_grad(go_ptr, t_ptr, w_ptr, tw_ptr, rows, offs < NUMEL, C, sgo,
+                                    st, ignore_index, HAS_W, REDUCTION, ACC)
+        v = tl.where((offs - rows * C == t) & valid, g, 0.0)
+    ptrs = out_ptr + start + local
+    v = v.to(out_ptr.dtype.element_ty)
+    if start + BLOCK <= NUMEL:
+        tl.store(ptrs, v)
+    else:
+        tl.store(ptrs, v, mask=local < NUMEL - start)
+
+
+# nll_loss_backward's flat walk: elements per program, warps, and the most rows a block may
+# touch for the per-row matching (more: per-element division).
+_NLL_BWD_BLOCK = 1024 if _INTERPRET or _CONSERVATIVE else 4096
+_NLL_BWD_WARPS = 4
+_NLL_BWD_MAX_SPAN = 4
 
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -154,12 +194,13 @@ def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_inde
     st = target.stride(0) if target.dim() == 1 else 0
     sgo = grad_output.stride(0) if grad_output.dim() == 1 else 0
     w = weight.contiguous() if weight is not None else self
-    block_r, block_c, warps = _tile2(N, C)
-    ncb = _cdiv(C, block_c)
-    _nll_backward_kernel[(_cdiv(N, block_r) * ncb,)](
-        grad_output, target, w, total_weight, out, N, C, ncb, sgo, st, ignore_index,
+    numel = out.numel()
+    span = (_NLL_BWD_BLOCK - 1) // C + 2
+    _nll_backward_kernel[(_cdiv(numel, _NLL_BWD_BLOCK),)](
+        grad_output, target, w, total_weight, out, numel, N, C, sgo, st, ignore_index,
         HAS_W=weight is not None, REDUCTION=reduction, ACC=_acc(self.dtype),
-        BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+        SPAN=span if span <= _NLL_BWD_MAX_SPAN else 0, BLOCK=_NLL_BWD_BLOCK,
+        num_warps=_NLL_BWD_WARPS)
     return out
 '''
 
@@ -180,8 +221,8 @@ _SPECS: dict[str, tuple[str, str]] = {
 
 _PLAN = (
     "Plan: the forward gathers self[i, target[i]] (one program summing in a fixed order for "
-    "mean/sum, accumulating in fp32); the backward writes every element of grad_input once in "
-    "[rows x classes] tiles, the target column holding -weight * grad."
+    "mean/sum, accumulating in fp32); the backward writes every element of grad_input once in a "
+    "flat walk, the target column holding -weight * grad."
 )
 
 

@@ -8,9 +8,10 @@ Same request -> same text.
 How the generated kernels work. The input is read as a row-major `[outer, R, inner]` array (a
 non-contiguous input is first made contiguous: eager returns a contiguous result anyway), R being
 the softmax dim:
-- `inner == 1` (the usual dim=-1): a row kernel, BLOCK_M rows per program. A row that fits in one
-  tile is loaded once (max, exp, sum, write); a longer row (a 50k vocabulary) takes an online
-  pass (running max and rescaled sum) and a writing pass;
+- `inner == 1` (the usual dim=-1): a row that fits in one tile is loaded once (max, exp, sum,
+  write), BLOCK_M rows per program; a longer row (a 50k vocabulary) takes an online pass (running
+  max and rescaled sum) and a writing pass, on a persistent grid of about one program per SM so
+  that the rows in flight stay in L2 for the second read;
 - `inner > 1`: the same on a column tile, coalesced along inner.
 Arithmetic is fp32 (fp64 for fp64 inputs), whatever the storage dtype; the result is stored in
 eager's dtype (fp32 for half_to_float, `input_dtype` for the backward ops).
@@ -55,6 +56,16 @@ def _target_programs(x):
     return 4 * _num_sms(index)
 
 
+def _persistent_programs(x):
+    """Programs of a persistent grid: `_LONG_PROGRAMS_PER_SM` per SM on a GPU. The interpreter
+    runs programs one after another, so any count costs the same there; a few make programs share
+    the rows as they do on a GPU."""
+    if _INTERPRET or x.device.type != "cuda":
+        return _INTERPRET_PROGRAMS
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return _LONG_PROGRAMS_PER_SM * _num_sms(index)
+
+
 def _pow2(n):
     return 1 << max(0, int(n) - 1).bit_length()
 
@@ -75,65 +86,121 @@ def _finish(a, b, mx, s, MODE: tl.constexpr):
 
 @triton.jit
 def _rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl.constexpr,
-                 ONE_PASS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Rows that fit one [BLOCK_M, BLOCK_N] tile: each element is loaded once."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < ROWS
     row_off = rows[:, None] * R
-    if ONE_PASS:
-        cols = tl.arange(0, BLOCK_N)
-        m = row_ok[:, None] & (cols[None, :] < R)
-        offs = row_off + cols[None, :]
-        if MODE < 2:
-            # -inf pads the row; padding rows read 0 so that they stay finite
-            a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
-            a = tl.where(cols[None, :] < R, a, float("-inf"))
-            b = a
-            mx = tl.max(a, axis=1)
-            s = tl.sum(tl.exp(a - mx[:, None]), axis=1)
-        else:
-            a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
-            mx = tl.zeros([BLOCK_M], ACC)
-            if MODE == 2:
-                b = tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
-                s = tl.sum(a * b, axis=1)
-            else:  # the output is needed only after the sum: fewer live registers
-                s = tl.sum(a, axis=1)
-                b = tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
-        y = _finish(a, b, mx[:, None], s[:, None], MODE)
-        tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
+    cols = tl.arange(0, BLOCK_N)
+    m = row_ok[:, None] & (cols[None, :] < R)
+    offs = row_off + cols[None, :]
+    if MODE < 2:
+        # -inf pads the row; padding rows read 0 so that they stay finite
+        a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
+        a = tl.where(cols[None, :] < R, a, float("-inf"))
+        b = a
+        mx = tl.max(a, axis=1)
+        s = tl.sum(tl.exp(a - mx[:, None]), axis=1)
     else:
-        mx = tl.full([BLOCK_M], float("-inf"), ACC)
-        s = tl.zeros([BLOCK_M], ACC)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        for c0 in range(0, R, BLOCK_N):
-            cols = c0 + tl.arange(0, BLOCK_N)
-            m = row_ok[:, None] & (cols[None, :] < R)
-            offs = row_off + cols[None, :]
-            if MODE < 2:
-                a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
-                a = tl.where(cols[None, :] < R, a, float("-inf"))
-                new_mx = tl.maximum(mx, tl.max(a, axis=1))
+        a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
+        mx = tl.zeros([BLOCK_M], ACC)
+        if MODE == 2:
+            b = tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
+            s = tl.sum(a * b, axis=1)
+        else:  # the output is needed only after the sum: fewer live registers
+            s = tl.sum(a, axis=1)
+            b = tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
+    y = _finish(a, b, mx[:, None], s[:, None], MODE)
+    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _long_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl.constexpr,
+                      BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, STAGES: tl.constexpr):
+    """Rows longer than a register tile: a statistics pass, then a writing pass that reads the
+    row again.
+
+    The grid is persistent (a few programs per SM, each taking rows pid, pid + grid, ...) so that
+    only about grid rows are live at a time: they fit in L2 and the second read of a row mostly
+    hits there instead of HBM (with one program per row, every row of a 50k vocabulary is in
+    flight at once and the row is read from HBM twice). The first pass loads with evict_last and
+    the writing pass with evict_first, so the streamed output and the finished rows leave L2
+    before the rows still to be re-read; it walks the row backwards, taking the most recently
+    loaded (least likely evicted) chunks first. With few programs per SM, each must keep many
+    bytes in flight: STAGES > 1 lets Triton's pipeliner prefetch STAGES - 1 chunks into shared
+    memory (cp.async) while the current one is reduced (without it the compiler serializes each
+    load with the math that uses it).
+
+    Each row is split at ALIGN-element boundaries: a body of whole ALIGN groups, loaded and stored
+    in 16-byte vectors even when the row length is odd (50257) and rows start unaligned, and
+    two edges (the < ALIGN elements before and after it) in one small masked chunk. The forward
+    statistics are kept per lane (running max and rescaled sum) and combined once per row, so the
+    loop over the row has no cross-warp reduction.
+    """
+    cols = tl.arange(0, BLOCK_N)
+    e = tl.arange(0, 2 * ALIGN)
+    head = e < ALIGN
+    for row in range(tl.program_id(0), ROWS, tl.num_programs(0)):
+        start = tl.cast(row, tl.int64) * R
+        end = start + R
+        body = tl.multiple_of((start + ALIGN - 1) // ALIGN * ALIGN, ALIGN)
+        body_end = tl.multiple_of(end // ALIGN * ALIGN, ALIGN)
+        n_body = tl.multiple_of(tl.maximum(body_end - body, 0).to(tl.int32), ALIGN)
+        n_chunks = tl.cdiv(n_body, BLOCK_N)
+        # head [start, min(body, end)), tail [max(body_end, body), end): disjoint from the body
+        e_offs = tl.where(head, start + e, body_end + e - ALIGN)
+        e_ok = (e_offs < end) & (head == (e_offs < body))
+        a_body = a_ptr + body
+        b_body = b_ptr + body
+        if MODE < 2:
+            ea = tl.load(a_ptr + e_offs, mask=e_ok, other=float("-inf")).to(ACC)
+            e_mx = tl.max(ea, axis=0)
+            e_s = tl.sum(tl.exp(ea - tl.where(e_mx == float("-inf"), 0.0, e_mx)), axis=0)
+            lane_mx = tl.full([BLOCK_N], float("-inf"), ACC)
+            lane_s = tl.zeros([BLOCK_N], ACC)
+            for j in tl.range(0, n_chunks, num_stages=STAGES):
+                c = j * BLOCK_N + cols
+                a = tl.load(a_body + c, mask=c < n_body, other=float("-inf"),
+                            eviction_policy="evict_last").to(ACC)
+                new_mx = tl.maximum(lane_mx, a)
                 safe = tl.where(new_mx == float("-inf"), 0.0, new_mx)
-                s = s * tl.exp(mx - safe) + tl.sum(tl.exp(a - safe[:, None]), axis=1)
-                mx = new_mx
-            else:
-                a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
+                lane_s = lane_s * tl.exp(lane_mx - safe) + tl.exp(a - safe)
+                lane_mx = new_mx
+            mx = tl.maximum(tl.max(lane_mx, axis=0), e_mx)
+            safe = tl.where(mx == float("-inf"), 0.0, mx)
+            s = tl.sum(lane_s * tl.exp(lane_mx - safe), axis=0) + e_s * tl.exp(e_mx - safe)
+        else:
+            ea = tl.load(a_ptr + e_offs, mask=e_ok, other=0).to(ACC)
+            if MODE == 2:
+                ea = ea * tl.load(b_ptr + e_offs, mask=e_ok, other=0).to(ACC)
+            acc = tl.zeros([BLOCK_N], ACC)
+            for j in tl.range(0, n_chunks, num_stages=STAGES):
+                c = j * BLOCK_N + cols
+                a = tl.load(a_body + c, mask=c < n_body, other=0,
+                            eviction_policy="evict_last").to(ACC)
                 if MODE == 2:
-                    acc += a * tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
-                else:
-                    acc += a
-        if MODE >= 2:
-            s = tl.sum(acc, axis=1)
-        for c0 in range(0, R, BLOCK_N):
-            cols = c0 + tl.arange(0, BLOCK_N)
-            m = row_ok[:, None] & (cols[None, :] < R)
-            offs = row_off + cols[None, :]
-            a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
+                    a = a * tl.load(b_body + c, mask=c < n_body, other=0,
+                                    eviction_policy="evict_last").to(ACC)
+                acc += a
+            s = tl.sum(acc, axis=0) + tl.sum(ea, axis=0)
+            mx = tl.zeros([], ACC)
+        out_body = out_ptr + body
+        for j in tl.range(0, n_chunks, num_stages=STAGES):
+            c = (n_chunks - 1 - j) * BLOCK_N + cols
+            ok = c < n_body
+            a = tl.load(a_body + c, mask=ok, other=0, eviction_policy="evict_first").to(ACC)
             b = a
             if MODE >= 2:
-                b = tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
-            y = _finish(a, b, mx[:, None], s[:, None], MODE)
-            tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
+                b = tl.load(b_body + c, mask=ok, other=0, eviction_policy="evict_first").to(ACC)
+            y = _finish(a, b, mx, s, MODE)
+            tl.store(out_body + c, y.to(out_ptr.dtype.element_ty), mask=ok,
+                     eviction_policy="evict_first")
+        a = tl.load(a_ptr + e_offs, mask=e_ok, other=0).to(ACC)
+        b = a
+        if MODE >= 2:
+            b = tl.load(b_ptr + e_offs, mask=e_ok, other=0).to(ACC)
+        y = _finish(a, b, mx, s, MODE)
+        tl.store(out_ptr + e_offs, y.to(out_ptr.dtype.element_ty), mask=e_ok)
 
 
 @triton.jit
@@ -211,12 +278,38 @@ _ONE_PASS_MAX_BWD_ALIGNED = 256 if _SMALL else 32768  # log_softmax backward, 16
 _TILE = 1024 if _SMALL else 4096  # elements per loop step / short-row tile
 _TILE_UNALIGNED = 1024  # short-row tile when rows are not a multiple of 16 long
 _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements per program
+# Long rows (`_long_rows_kernel`): programs per SM of the persistent grid (about that many rows
+# per SM are live: keep grid * row bytes under the 50 MB L2; 1 for f32 50257-long rows, 26 MB),
+# elements per loop step, warps, pipeline stages and their shared-memory budget, and the
+# alignment of the vectorized row body in elements (1: no split, every access masked per element).
+_LONG_PROGRAMS_PER_SM = 1
+_LONG_TILE = 1024 if _SMALL else 8192
+_LONG_WARPS = 4 if _SMALL else 16
+_LONG_STAGES = 1 if _CONSERVATIVE else 3  # loop pipelining (fewer where the buffers pass the budget)
+_LONG_SMEM_PER_SM = 192 * 1024  # of the H100/H200's 227 KB
+_ROW_ALIGN = 16
+_INTERPRET_PROGRAMS = 3  # interpreter grid for long rows: a few, so that programs take turns
 
 _PLANS = {}  # (shape, dtypes, dim, device) -> (kernel launcher, constexprs, make output)
 
 
 def _warps(tile):
     return 2 if tile <= 256 else (4 if tile <= 1024 else (8 if tile <= 4096 else 16))
+
+
+def _long_pipeline(bytes_per_element, wide_acc):
+    """(BLOCK_N, STAGES) for `_long_rows_kernel`: the pipeliner buffers STAGES - 1 chunks of every
+    load of a loop step in shared memory, which must fit each program's share of an SM; fp64
+    statistics take half the tile (the per-lane running max and sum spill otherwise)."""
+    budget = _LONG_SMEM_PER_SM // max(1, _LONG_PROGRAMS_PER_SM)
+    block_n = max(1024, _LONG_TILE // 2) if wide_acc else _LONG_TILE
+    stages = max(1, _LONG_STAGES)
+    while stages > 1 and (stages - 1) * block_n * bytes_per_element > budget:
+        if block_n > 1024:
+            block_n //= 2
+        else:
+            stages -= 1
+    return block_n, stages
 
 
 def _plan(a, dim, out_dtype):
@@ -237,8 +330,14 @@ def _plan(a, dim, out_dtype):
     if inner == 1:
         aligned = red % 16 == 0
         one_pass_max = _ONE_PASS_MAX_BWD_ALIGNED if _MODE == 3 and aligned else _ONE_PASS_MAX
-        one_pass = _pow2(red) <= one_pass_max
-        block_n = max(2, _pow2(red)) if one_pass else _TILE
+        if _pow2(red) > one_pass_max:
+            grid = (max(1, min(outer, _persistent_programs(a))),)
+            block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
+                                             acc == tl.float64)
+            consts = dict(MODE=_MODE, ACC=acc, BLOCK_N=block_n, ALIGN=_ROW_ALIGN, STAGES=stages,
+                          num_warps=_LONG_WARPS)
+            return _long_rows_kernel[grid], (outer, red), consts
+        block_n = max(2, _pow2(red))
         tile = _TILE if aligned else min(_TILE, _TILE_UNALIGNED)
         block_m = max(1, min(_pow2(outer), tile // block_n))
         target = _target_programs(a)
@@ -246,7 +345,7 @@ def _plan(a, dim, out_dtype):
         while block_m > 1 and _cdiv(outer, block_m) < target and block_m * block_n > _MIN_TILE:
             block_m //= 2
         grid = (_cdiv(outer, block_m),)
-        consts = dict(MODE=_MODE, ACC=acc, ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n,
+        consts = dict(MODE=_MODE, ACC=acc, BLOCK_M=block_m, BLOCK_N=block_n,
                       num_warps=_warps(block_m * block_n))
         return _rows_kernel[grid], (outer, red), consts
     block_i = max(2, min(_pow2(inner), 32 if _SMALL else 64))
@@ -288,8 +387,8 @@ _PLAN = (
     "Plan: the input (made contiguous) is read as a row-major [outer, R, inner] array, R the "
     "softmax dim; inner == 1 runs a row kernel (BLOCK_M rows per program), inner > 1 a column "
     "kernel coalesced along inner. A row that fits one tile is loaded once; a longer one takes an "
-    "online pass (running max, rescaled sum) and a writing pass. Arithmetic is fp32 (fp64 for "
-    "fp64 inputs)."
+    "online pass (running max, rescaled sum) and a writing pass on a persistent grid (the row is "
+    "re-read from L2). Arithmetic is fp32 (fp64 for fp64 inputs)."
 )
 NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
 
