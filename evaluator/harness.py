@@ -505,7 +505,10 @@ class Judge:
             cases[i].count = 0
             cases[i].source = text
         if self.gpu_lock is not None:
-            self.gpu_lock.share()  # before any CUDA work: a timing sandbox may own the GPU
+            if self.spec.get("gpu_alone"):
+                self.gpu_lock.exclusive()  # a rerun after the GPU ran out of memory: alone
+            else:
+                self.gpu_lock.share()  # before any CUDA work: a timing sandbox may own the GPU
         prepared = self.prepare(cases)
         self.out.write({"event": "prepared", "n": len(prepared)})
         fn = self.load_kernel()

@@ -280,8 +280,18 @@ class Sandbox:
         with self._slots:
             outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
         result = assemble(op, str(kernel_file), cases, outcome)
+        if self.device == "cuda" and ran_out_of_gpu_memory(result):
+            # Other sandboxes share the GPU's memory: a kernel is judged on what it does alone.
+            # Run it again holding the GPU exclusively; that verdict stands, whatever it is.
+            spec["gpu_alone"] = True
+            spec_path.write_text(json.dumps(spec))
+            results_path.unlink(missing_ok=True)
+            with self._slots:
+                outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
+            result = assemble(op, str(kernel_file), cases, outcome)
+            result.phases_s["rerun_alone"] = 1.0
         result.wall_s = time.monotonic() - started
-        result.phases_s = {"submit": round((outcome.state.begun_at or started) - started, 4)}
+        result.phases_s |= {"submit": round((outcome.state.begun_at or started) - started, 4)}
         result.phases_s |= outcome.state.phases()
         if not keep_job_dir:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -430,6 +440,19 @@ def _signal_name(code: int) -> str:
         return signal.Signals(-code).name
     except ValueError:
         return f"signal {-code}"
+
+
+_GPU_OOM_MARKERS = ("out of memory", "cudaErrorMemoryAllocation")
+
+
+def ran_out_of_gpu_memory(result: OperatorResult) -> bool:
+    """Whether a verdict that is not a pass says the GPU's memory ran out, in the operator's
+    reason or a test's message (an H200 evaluation with eight sandboxes at once lost a 4.7 GB
+    log_softmax backward this way; alone it passed)."""
+    if result.status == Status.PASSED:
+        return False
+    texts = [result.reason] + [r.error_msg or "" for r in result.results]
+    return any(marker in text for text in texts for marker in _GPU_OOM_MARKERS)
 
 
 def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome) -> OperatorResult:

@@ -179,3 +179,25 @@ def test_sandbox_child_imports_only_torch_triton_numpy_stdlib_and_evaluator() ->
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_verdict_lost_to_gpu_memory_is_recognised_for_a_rerun_alone() -> None:
+    """Sandboxes share the GPU's memory; a crash or failure that says the memory ran out is run
+    again alone (Sandbox.judge on CUDA); other failures and passes are not."""
+    from evaluator.results import OperatorResult, TestResult
+    from evaluator.sandbox import ran_out_of_gpu_memory
+
+    crashed = OperatorResult(
+        op="relu.default",
+        folder="relu__default",
+        status=Status.ERROR,
+        reason="the harness failed: torch.AcceleratorError: CUDA error: out of memory",
+    )
+    assert ran_out_of_gpu_memory(crashed)
+    failed = OperatorResult(op="relu.default", folder="relu__default", status=Status.FAILED)
+    failed.results = [TestResult(args="()", passed=False, error_msg="cudaErrorMemoryAllocation")]
+    assert ran_out_of_gpu_memory(failed)
+    failed.results = [TestResult(args="()", passed=False, error_msg="3 of 9 elements differ")]
+    assert not ran_out_of_gpu_memory(failed)
+    crashed.status = Status.PASSED
+    assert not ran_out_of_gpu_memory(crashed)

@@ -127,6 +127,7 @@ _GROUP_NORM = '''
 _GN_TARGET_PROGRAMS = 8 if _INTERPRET else 1024
 _GN_BLOCK = 2048
 _GN_WARPS = 8
+_GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared memory)
 
 
 @triton.jit
@@ -146,7 +147,7 @@ def _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL: tl.constexpr):
 
 @triton.jit
 def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.constexpr,
-                        ACC: tl.constexpr, BLOCK: tl.constexpr):
+                        ACC: tl.constexpr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
     """Sums of one chunk of a group, shifted by the group's first element (every chunk of the
     group uses the same shift, so the sums add up; no catastrophic cancellation)."""
     g = tl.program_id(0).to(tl.int64)
@@ -156,7 +157,7 @@ def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.c
     lo, hi, _ = _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL)
     s1 = tl.zeros([BLOCK], ACC)
     s2 = tl.zeros([BLOCK], ACC)
-    for k0 in range(lo, hi, BLOCK):
+    for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
         k = k0 + tl.arange(0, BLOCK)
         m = k < hi
         v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
@@ -172,7 +173,7 @@ def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.c
 def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D,
                      CHUNK, SPC, S, n_f, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                      ACC: tl.constexpr, ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr,
-                     SP: tl.constexpr, BLOCK: tl.constexpr):
+                     SP: tl.constexpr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
     """Statistics of the group from its S partial sums (every program of the group computes the
     same values in the same order; chunk 0 stores them), then one chunk normalised.
 
@@ -203,7 +204,7 @@ def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr,
         # the chunk is inside one channel: its weight and bias are scalars (a per-element
         # channel number k // HW and two gathers cost more than the bytes)
         wv, bv = _gn_affine(w_ptr, b_ptr, c_base + ci, ci < CPG, HAS_W, HAS_B, ACC)
-    for k0 in range(lo, hi, BLOCK):
+    for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
         k = k0 + tl.arange(0, BLOCK)
         m = k < hi
         v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
@@ -278,14 +279,15 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     part = torch.empty((NG * S * 2,), dtype=torch.float64 if acc == tl.float64 else torch.float32,
                        device=input.device)
     warps = 4 if block <= 1024 else _GN_WARPS
+    stages = 1 if _INTERPRET or _CONSERVATIVE else _GN_STAGES
     _gn_partials_kernel[(NG, S)](x, part, D, HxW, chunk, spc, S, PER_CHANNEL=per_channel,
-                                 ACC=acc, BLOCK=block, num_warps=warps)
+                                 ACC=acc, STAGES=stages, BLOCK=block, num_warps=warps)
     _gn_apply_kernel[(NG, S)](
         x, w, b, out, part, mean, rstd, group, CPG, HxW, D, chunk, spc, S, float(D), float(eps),
         HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc,
         ROUND_STATS=input.device.type in _ROUND_STATS_DEVICES
         and input.dtype in (torch.float16, torch.bfloat16),
-        PER_CHANNEL=per_channel, SP=_pow2(S), BLOCK=block, num_warps=warps)
+        PER_CHANNEL=per_channel, SP=_pow2(S), STAGES=stages, BLOCK=block, num_warps=warps)
     return out, mean, rstd
 '''
 

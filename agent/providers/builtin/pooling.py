@@ -50,14 +50,16 @@ _COMMON = '''
 _PLANS = {}  # launch plans per call geometry: validation and tiling run once per geometry
 
 # Elements per program on a GPU for each kernel, and warps per program (module constants so that
-# benchmarks/knob_sweep.py can re-measure them; plans read them when first made).
-_MAX_POOL_ELEMS = 512
-_MAX_POOL_BWD_ELEMS = 512
-_AVG_POOL_ELEMS = 512
-_AVG_POOL_BWD_ELEMS = 2048
-_ADAPTIVE_ELEMS = 512
-_UPSAMPLE_ELEMS = 1024
-_POOL_WARPS = 4
+# benchmarks/knob_sweep.py can re-measure them; plans read them when first made). Measured on the
+# H200 (largest torchbench cases, docs/BENCHMARKS.md §12): the windowed kernels want small programs
+# (max_pool2d 3x3/2 [64,64,112,112] f16: 96 us at 256 elements and one warp, 106 with four, 135
+# at 512 and four, 310 at 2048.)
+_MAX_POOL_ELEMS, _MAX_POOL_WARPS = 256, 1
+_MAX_POOL_BWD_ELEMS, _MAX_POOL_BWD_WARPS = 256, 4
+_AVG_POOL_ELEMS, _AVG_POOL_WARPS = 256, 1
+_AVG_POOL_BWD_ELEMS, _AVG_POOL_BWD_WARPS = 2048, 4
+_ADAPTIVE_ELEMS, _ADAPTIVE_WARPS = 512, 4
+_UPSAMPLE_ELEMS, _UPSAMPLE_WARPS = 1024, 4
 
 
 def _pair(value, name, default=None):
@@ -130,7 +132,7 @@ def _wide(*tensors):
     return any(_extent(t) >= 2**31 - 2**20 for t in tensors)
 
 
-def _tiles(N, C, A, B, cl, elems):
+def _tiles(N, C, A, B, cl, elems, warps):
     """(grid, (rows, cols), meta) of a tile walk over a dense [N, C, A, B] tensor in memory order:
     rows of (n, c, a) x columns b (NCHW) or rows of (n, a, b) x columns c (channels-last).
     `elems` per program on a GPU: few per thread keep many loads in flight (measured on an H200:
@@ -143,7 +145,7 @@ def _tiles(N, C, A, B, cl, elems):
     block_q = max(1, min(_pow2(cols), 128, cap))
     block_r = max(1, min(_pow2(rows), cap // block_q))
     grid = (_cdiv(rows, block_r), _cdiv(cols, block_q))
-    meta = dict(CL=cl, BLOCK_R=block_r, BLOCK_Q=block_q, num_warps=_POOL_WARPS)
+    meta = dict(CL=cl, BLOCK_R=block_r, BLOCK_Q=block_q, num_warps=warps)
     return grid, (rows, cols), meta
 
 
@@ -269,7 +271,7 @@ def _max_pool_plan(self, kernel_size, stride, padding, dilation, ceil_mode):
     strides = _dense_strides(shape, cl)
     if N * C * oh * ow == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, _MAX_POOL_ELEMS)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _MAX_POOL_ELEMS, _MAX_POOL_WARPS)
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw, I64=wide,
                 ACC=_acc(self.dtype))
@@ -303,7 +305,7 @@ def _max_pool_bwd_plan(grad_output, self, kernel_size, stride, padding, dilation
         return shape, strides, None, None, None
     eh = (kh - 1) * dh + 1
     ew = (kw - 1) * dw + 1
-    grid, rq, meta = _tiles(N, C, H, W, cl, _MAX_POOL_BWD_ELEMS)
+    grid, rq, meta = _tiles(N, C, H, W, cl, _MAX_POOL_BWD_ELEMS, _MAX_POOL_BWD_WARPS)
     wide = _wide(self, grad_output, indices)
     meta.update(MAXH=_cdiv(eh, sh), MAXW=_cdiv(ew, sw), SH=sh, SW=sw, PH=ph, PW=pw, EH=eh, EW=ew,
                 I64=wide, ACC=_acc(grad_output.dtype))
@@ -429,7 +431,7 @@ def _avg_pool_plan(self, kernel_size, stride, padding, ceil_mode, count_include_
     strides = _dense_strides(shape, cl)
     if N * C * oh * ow == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, _AVG_POOL_ELEMS)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _AVG_POOL_ELEMS, _AVG_POOL_WARPS)
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, COUNT_PAD=bool(count_include_pad),
                 HAS_DIV=divisor_override is not None, I64=wide, ACC=_acc(self.dtype))
@@ -462,7 +464,7 @@ def _avg_pool_bwd_plan(grad_output, self, kernel_size, stride, padding, count_in
     strides = _dense_strides(shape, cl)
     if N * C * H * W == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, H, W, cl, _AVG_POOL_BWD_ELEMS)
+    grid, rq, meta = _tiles(N, C, H, W, cl, _AVG_POOL_BWD_ELEMS, _AVG_POOL_BWD_WARPS)
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, MAXH=_cdiv(kh, sh), MAXW=_cdiv(kw, sw),
                 COUNT_PAD=bool(count_include_pad), HAS_DIV=divisor_override is not None,
                 I64=_wide(self, grad_output), ACC=_acc(grad_output.dtype))
@@ -526,7 +528,7 @@ def _adaptive_plan(self, output_size):
     strides = _dense_strides(shape, cl)
     if N * C * oh * ow == 0:
         return shape, strides, None, None, None
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, _ADAPTIVE_ELEMS)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _ADAPTIVE_ELEMS, _ADAPTIVE_WARPS)
     meta.update(MAXH=_max_window(H, oh), MAXW=_max_window(W, ow),
                 I64=_wide(self) or N * C * oh * ow >= 2**31 - 2**20, ACC=_acc(self.dtype))
     return shape, strides, grid, (*rq, C, H, W, oh, ow, sn, sc, sh, sw), meta
@@ -607,7 +609,7 @@ def _upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales
         return out
     rh = _area_scale(H, oh, align_corners, scales_h)
     rw = _area_scale(W, ow, align_corners, scales_w)
-    grid, rq, meta = _tiles(N, C, oh, ow, cl, _UPSAMPLE_ELEMS)
+    grid, rq, meta = _tiles(N, C, oh, ow, cl, _UPSAMPLE_ELEMS, _UPSAMPLE_WARPS)
     meta.update(ALIGN=bool(align_corners), I64=_wide(self, out), ACC=_acc(self.dtype))
     _bilinear_kernel[grid](self, out, *rq, C, H, W, oh, ow, *self.stride(), rh, rw, **meta)
     return out
