@@ -1,7 +1,7 @@
 """Sweep a generated kernel's module constants (tile sizes, warps, grid factors) on the GPU.
 
     python benchmarks/knob_sweep.py KERNELS_DIR --op OP --knob NAME=V1,V2 [--knob NAME=...]
-        [--cases 2] [--out sweep.jsonl]
+        [--cases 2] [--match TEXT] [--out sweep.jsonl]
 
 Why: a writer's tile limits are module constants of the file it writes (`_TILE`, `_POOL_ELEMS`,
 ...), chosen from measurements; this re-measures them on the operator's largest torchbench cases
@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--op", required=True)
     ap.add_argument("--knob", action="append", default=[], help="NAME=V1,V2 (Python literals)")
     ap.add_argument("--cases", type=int, default=2, help="largest cases (by bytes) to time")
+    ap.add_argument("--match", default="", help="only cases whose text contains this")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None, help="append JSON lines here")
     args = ap.parse_args()
@@ -80,7 +81,8 @@ def main() -> None:
     flush = torch.empty(timing.flush_l2_mib << 20, dtype=torch.uint8, device="cuda")
     wait = _wait_cycles(timing.host_window_us)
     oc = select_operators("torchbench", ops=[args.op]).ops[0]
-    cases = sorted(oc.cases, key=lambda c: -c.total_bytes())[: args.cases]
+    cases = [c for c in oc.cases if args.match in c.serialize()]
+    cases = sorted(cases, key=lambda c: -c.total_bytes())[: args.cases]
     packet = aten_overload(args.op)
     sink = args.out.open("a") if args.out else None
     combos = [

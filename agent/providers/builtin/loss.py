@@ -138,6 +138,7 @@ def _nll_backward_kernel(go_ptr, t_ptr, w_ptr, tw_ptr, out_ptr, NUMEL, N, C, sgo
 _NLL_BWD_BLOCK = 1024 if _INTERPRET or _CONSERVATIVE else 4096
 _NLL_BWD_WARPS = 4
 _NLL_BWD_MAX_SPAN = 4
+_NLL_BWD_MIN_PROGRAMS = 512
 
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -195,11 +196,15 @@ def _nll_loss_backward(grad_output, self, target, weight, reduction, ignore_inde
     sgo = grad_output.stride(0) if grad_output.dim() == 1 else 0
     w = weight.contiguous() if weight is not None else self
     numel = out.numel()
-    span = (_NLL_BWD_BLOCK - 1) // C + 2
-    _nll_backward_kernel[(_cdiv(numel, _NLL_BWD_BLOCK),)](
+    # small outputs: smaller blocks, so that a few hundred programs share the work (one 4096-
+    # element block for [32, 1000] took 7.1 us on the H200, the earlier row kernel 3.8)
+    block = _NLL_BWD_BLOCK if _INTERPRET else max(
+        256, min(_NLL_BWD_BLOCK, _pow2(_cdiv(numel, _NLL_BWD_MIN_PROGRAMS))))
+    span = (block - 1) // C + 2
+    _nll_backward_kernel[(_cdiv(numel, block),)](
         grad_output, target, w, total_weight, out, numel, N, C, sgo, st, ignore_index,
         HAS_W=weight is not None, REDUCTION=reduction, ACC=_acc(self.dtype),
-        SPAN=span if span <= _NLL_BWD_MAX_SPAN else 0, BLOCK=_NLL_BWD_BLOCK,
+        SPAN=span if span <= _NLL_BWD_MAX_SPAN else 0, BLOCK=block,
         num_warps=_NLL_BWD_WARPS)
     return out
 '''

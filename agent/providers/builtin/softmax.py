@@ -288,6 +288,12 @@ _LONG_WARPS = 4 if _SMALL else 16
 _LONG_STAGES = 1 if _CONSERVATIVE else 3  # loop pipelining (fewer where the buffers pass the budget)
 _LONG_SMEM_PER_SM = 192 * 1024  # of the H100/H200's 227 KB
 _ROW_ALIGN = 16
+# Rows shorter than this (bytes of input) skip the persistent grid: one program per row with
+# _LONG_WARPS_SHORT warps. On the H200 the persistent grid won for f32 rows of 30000-50257
+# (1466 -> 1160 us at [8192, 50257]) and lost for bf16 rows of 30522 and 32128 (253 -> 287 us,
+# 55 -> 74 us), which stay in L2 between the passes without it.
+_PERSIST_MIN_ROW_BYTES = 96 * 1024
+_LONG_WARPS_SHORT = 8
 _INTERPRET_PROGRAMS = 3  # interpreter grid for long rows: a few, so that programs take turns
 
 _PLANS = {}  # (shape, dtypes, dim, device) -> (kernel launcher, constexprs, make output)
@@ -331,11 +337,16 @@ def _plan(a, dim, out_dtype):
         aligned = red % 16 == 0
         one_pass_max = _ONE_PASS_MAX_BWD_ALIGNED if _MODE == 3 and aligned else _ONE_PASS_MAX
         if _pow2(red) > one_pass_max:
-            grid = (max(1, min(outer, _persistent_programs(a))),)
+            warps = _LONG_WARPS
+            if _INTERPRET or red * a.element_size() >= _PERSIST_MIN_ROW_BYTES:
+                grid = (max(1, min(outer, _persistent_programs(a))),)
+            else:  # rows that stay in L2 anyway: one program per row, several per SM
+                grid = (outer,)
+                warps = _LONG_WARPS_SHORT
             block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
                                              acc == tl.float64)
             consts = dict(MODE=_MODE, ACC=acc, BLOCK_N=block_n, ALIGN=_ROW_ALIGN, STAGES=stages,
-                          num_warps=_LONG_WARPS)
+                          num_warps=warps)
             return _long_rows_kernel[grid], (outer, red), consts
         block_n = max(2, _pow2(red))
         tile = _TILE if aligned else min(_TILE, _TILE_UNALIGNED)
