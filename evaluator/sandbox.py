@@ -280,7 +280,9 @@ class Sandbox:
         with self._slots:
             outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
         result = assemble(op, str(kernel_file), cases, outcome)
-        if self.device == "cuda" and ran_out_of_gpu_memory(result):
+        if self.device == "cuda" and ran_out_of_gpu_memory(
+            result, _tail(job_dir / "stderr.txt", 20000)
+        ):
             # Other sandboxes share the GPU's memory: a kernel is judged on what it does alone.
             # Run it again holding the GPU exclusively; that verdict stands, whatever it is.
             spec["gpu_alone"] = True
@@ -442,16 +444,17 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-_GPU_OOM_MARKERS = ("out of memory", "cudaErrorMemoryAllocation")
+_GPU_OOM_MARKERS = ("out of memory", "OutOfMemoryError", "cudaErrorMemoryAllocation")
 
 
-def ran_out_of_gpu_memory(result: OperatorResult) -> bool:
+def ran_out_of_gpu_memory(result: OperatorResult, stderr_tail: str = "") -> bool:
     """Whether a verdict that is not a pass says the GPU's memory ran out, in the operator's
-    reason or a test's message (an H200 evaluation with eight sandboxes at once lost a 4.7 GB
-    log_softmax backward this way; alone it passed)."""
+    reason, a test's message or the child's stderr (the reason keeps only the end of a long
+    allocator message). An H200 evaluation with eight sandboxes at once lost a 4.7 GB
+    log_softmax backward this way: its child alone held 41 GiB of inputs and references."""
     if result.status == Status.PASSED:
         return False
-    texts = [result.reason] + [r.error_msg or "" for r in result.results]
+    texts = [result.reason, stderr_tail] + [r.error_msg or "" for r in result.results]
     return any(marker in text for text in texts for marker in _GPU_OOM_MARKERS)
 
 

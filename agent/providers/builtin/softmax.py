@@ -292,8 +292,11 @@ _ROW_ALIGN = 16
 # _LONG_WARPS_SHORT warps. On the H200 the persistent grid won for f32 rows of 30000-50257
 # (1466 -> 1160 us at [8192, 50257]) and lost for bf16 rows of 30522 and 32128 (253 -> 287 us,
 # 55 -> 74 us), which stay in L2 between the passes without it.
+# (Those bf16 rows, one program per row: 4 warps without pipelining 251 / 67 us, 8 warps 335 /
+# 84, 16 warps 295 / 74; pipelining cost 10-20% at every width.)
 _PERSIST_MIN_ROW_BYTES = 96 * 1024
-_LONG_WARPS_SHORT = 8
+_LONG_WARPS_SHORT = 4
+_LONG_STAGES_SHORT = 1
 _INTERPRET_PROGRAMS = 3  # interpreter grid for long rows: a few, so that programs take turns
 
 _PLANS = {}  # (shape, dtypes, dim, device) -> (kernel launcher, constexprs, make output)
@@ -345,6 +348,8 @@ def _plan(a, dim, out_dtype):
                 warps = _LONG_WARPS_SHORT
             block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
                                              acc == tl.float64)
+            if grid == (outer,) and not _INTERPRET:
+                stages = min(stages, _LONG_STAGES_SHORT)
             consts = dict(MODE=_MODE, ACC=acc, BLOCK_N=block_n, ALIGN=_ROW_ALIGN, STAGES=stages,
                           num_warps=warps)
             return _long_rows_kernel[grid], (outer, red), consts
