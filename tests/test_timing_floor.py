@@ -3,6 +3,7 @@ honest kernel faster than the floor would be clamped (and flagged) for the evalu
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from evaluator.timing import _bytes_moved
@@ -33,3 +34,15 @@ def test_partial_read_ops_count_outputs_and_indices_not_the_table() -> None:
 
 def test_empty_tensors_move_nothing() -> None:
     assert _bytes_moved("add.Tensor", (torch.zeros(0, 5), torch.zeros(5)), torch.zeros(0, 5)) == 20
+
+
+def test_a_case_with_more_host_time_than_the_window_gets_a_longer_wait() -> None:
+    """The GPU-side wait must outlast the call's host time, or host time is timed as GPU time
+    (a contended host made convolution read 2-18x slower on the H200)."""
+    from evaluator.timing import MAX_HOST_WINDOW_US, case_window_us
+
+    assert case_window_us(200.0, [0.05, 0.12]) == 200.0  # 120 us of host time fits in 200
+    assert case_window_us(200.0, [0.05, 0.30]) == pytest.approx(450.0)  # 1.5 x 300 us
+    assert case_window_us(200.0, [50.0]) == MAX_HOST_WINDOW_US
+    assert case_window_us(0.0, [0.30]) == 0.0  # no window configured: none added
+    assert case_window_us(200.0, []) == 200.0
