@@ -877,6 +877,92 @@ def _index_run(self, indices):
     return run
 
 
+@triton.jit
+def _ordered_acc_kernel(dst_ptr, idx_ptr, v_ptr, K, R, D, sv0, sv1, BLOCK_K: tl.constexpr,
+                        BLOCK_D: tl.constexpr):
+    """dst[idx[k]] += v[k] for every k, rounding to dst's dtype after every addition and taking
+    the k of one row in increasing order: what eager does for f16/bf16 (CUDA: a stable sort of
+    the indices, then each run added in order through the storage dtype; CPU: a serial loop).
+    Summing in fp32 and rounding once (the atomic path) is more exact but differs from eager by
+    up to two bf16 ulps where a row repeats. The program of position k works only if k is its
+    row's first occurrence; it then adds every later occurrence, in order."""
+    k = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    col_ok = cols < D
+    row = tl.load(idx_ptr + k)
+    row = tl.where(row < 0, row + R, row)
+    earlier = 0
+    for j0 in range(0, k, BLOCK_K):
+        j = j0 + tl.arange(0, BLOCK_K)
+        r = tl.load(idx_ptr + j, mask=j < k, other=-1)
+        r = tl.where(r < 0, r + R, r)
+        earlier += tl.sum(((r == row) & (j < k)).to(tl.int32), axis=0)
+    if earlier == 0:
+        out = dst_ptr + row.to(tl.int64) * D + cols
+        acc = tl.load(out, mask=col_ok, other=0).to(tl.float32)
+        for j0 in range(k, K, BLOCK_K):
+            j = j0 + tl.arange(0, BLOCK_K)
+            r = tl.load(idx_ptr + j, mask=j < K, other=-1)
+            r = tl.where(r < 0, r + R, r)
+            hit = (r == row) & (j < K)
+            n = tl.sum(hit.to(tl.int32), axis=0)
+            while n > 0:
+                first = tl.min(tl.where(hit, j, K), axis=0)
+                v = tl.load(v_ptr + first.to(tl.int64) * sv0 + cols * sv1, mask=col_ok, other=0)
+                acc = _round_through(acc + v.to(tl.float32), dst_ptr.dtype.element_ty)
+                hit = hit & (j != first)
+                n -= 1
+        tl.store(out, acc.to(dst_ptr.dtype.element_ty), mask=col_ok)  # exact: acc is rounded
+
+
+@triton.jit
+def _round_through(x, DT: tl.constexpr):
+    """fp32 x rounded to DT (f16 or bf16, to nearest even) and back to fp32. bf16 is rounded on
+    the bits: Triton's CPU interpreter truncates fp32 -> bf16 casts (the GPU rounds), and a
+    truncation at every step of a long sum drifts several ulps from eager."""
+    if DT == tl.bfloat16:
+        u = x.to(tl.uint32, bitcast=True)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return tl.where(x != x, x, u.to(tl.float32, bitcast=True))
+    return x.to(DT).to(tl.float32)
+
+
+# index_put(accumulate=True) in f16/bf16 takes the ordered path (eager's rounding) for at most
+# this many index positions: each first occurrence scans the index vector, K**2 work (8192: at
+# most 512 MB of cached index reads); longer index vectors keep the fp32 sum.
+_ORDERED_MAX_K = 8192
+
+
+def _ordered_put_args(dst, indices, values):
+    """(K, R, D, sv0, sv1) when the ordered path applies: one index tensor on dim 0, a dense
+    destination, values [K, ...] or broadcast over K, dense along the row; else None."""
+    if len(indices) != 1 or indices[0] is None or dst.dim() < 1:
+        return None
+    idx = indices[0]
+    if idx.dtype != torch.int64 or idx.dim() != 1 or not idx.is_contiguous():
+        return None
+    K, R = idx.shape[0], dst.shape[0]
+    D = _prod(dst.shape[1:])
+    if K == 0 or K > _ORDERED_MAX_K or D == 0 or not dst.is_contiguous():
+        return None
+    row_shape = list(dst.shape[1:])
+    v = values
+    if v.dim() == len(row_shape):
+        v = v.unsqueeze(0)
+    if v.dim() != len(row_shape) + 1 or v.shape[0] not in (1, K):
+        return None
+    if list(v.shape[1:]) != row_shape and v.numel() != v.shape[0]:
+        return None
+    if v.numel() == v.shape[0]:  # one value per position (or one in all): broadcast along the row
+        sv1 = 0
+    elif v[0].is_contiguous():
+        sv1 = 1
+    else:
+        return None
+    sv0 = 0 if v.shape[0] == 1 else v.stride(0)
+    return v, (K, R, D, sv0, sv1)
+
+
 def _index_put(self, indices, values, accumulate, inplace):
     if values.dtype != self.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got {self.dtype} for the destination and {values.dtype} for the source.")
@@ -887,7 +973,16 @@ def _index_put(self, indices, values, accumulate, inplace):
     else:
         dst = torch.empty(self.shape, dtype=self.dtype, device=self.device)
         _copy_into(dst, self)
-    # f16/bf16 sums go through an fp32 copy: one rounding at the end, as eager's opmath
+    if accumulate and self.dtype in (torch.float16, torch.bfloat16):
+        ordered = _ordered_put_args(dst, list(indices), values)
+        if ordered is not None:
+            v, (K, R, D, sv0, sv1) = ordered
+            block_d = max(16, min(_pow2(D), 1024))
+            block_k = max(16, min(_pow2(K), 16384 if _INTERPRET else 1024))
+            _ordered_acc_kernel[(K, _cdiv(D, block_d))](dst, indices[0], v, K, R, D, sv0, sv1,
+                                                        BLOCK_K=block_k, BLOCK_D=block_d)
+            return dst
+    # other f16/bf16 sums go through an fp32 copy: one rounding at the end
     acc = dst
     if accumulate and self.dtype in (torch.float16, torch.bfloat16):
         acc = torch.empty(self.shape, dtype=torch.float32, device=self.device)
