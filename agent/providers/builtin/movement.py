@@ -19,7 +19,9 @@ How the generated kernels work:
 - index / index_put: the indexed result shape is planned in Python exactly as ATen does (adjacent
   index tensors keep their place, separated ones go first); a [rows x last dim] tile reads each
   index tensor through its broadcast strides (negative indices wrap) and gathers, stores, or
-  atomically adds (accumulate=True; f16/bf16 accumulate in an fp32 copy, rounded once at the end);
+  atomically adds (accumulate=True). f16/bf16 accumulation with one index tensor on dim 0 (up to
+  8192 positions) adds in index order and rounds after every addition, as eager does; other
+  f16/bf16 accumulations sum in an fp32 copy, rounded once at the end;
 - scatter.src copies self, then one flat launch over the index writes src values;
 - embedding_dense_backward: fp32 (fp64 for fp64) atomic adds of grad rows into the weight-shaped
   gradient, rows equal to padding_idx skipped, optionally scaled by 1/count; f16/bf16 results are
