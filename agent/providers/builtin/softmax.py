@@ -340,15 +340,14 @@ def _plan(a, dim, out_dtype):
         aligned = red % 16 == 0
         one_pass_max = _ONE_PASS_MAX_BWD_ALIGNED if _MODE == 3 and aligned else _ONE_PASS_MAX
         if _pow2(red) > one_pass_max:
+            block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
+                                             acc == tl.float64)
             warps = _LONG_WARPS
             if _INTERPRET or red * a.element_size() >= _PERSIST_MIN_ROW_BYTES:
                 grid = (max(1, min(outer, _persistent_programs(a))),)
             else:  # rows that stay in L2 anyway: one program per row, several per SM
                 grid = (outer,)
                 warps = _LONG_WARPS_SHORT
-            block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
-                                             acc == tl.float64)
-            if grid == (outer,) and not _INTERPRET:
                 stages = min(stages, _LONG_STAGES_SHORT)
             consts = dict(MODE=_MODE, ACC=acc, BLOCK_N=block_n, ALIGN=_ROW_ALIGN, STAGES=stages,
                           num_warps=warps)
