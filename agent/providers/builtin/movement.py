@@ -447,14 +447,16 @@ def _flat_vec(dims, itemsize):
     return v, False
 
 
+_FLAT_THREAD_BYTES, _FLAT_WARPS = 32, 4  # GPU tile of the flat walk (knob_sweep re-measures them)
+
+
 def _flat_block(total, vec, itemsize):
     """(BLOCK, num_warps): 32 bytes of output per thread of 4 warps on a GPU (two 16-byte
     stores; 16 bytes in the fallback variant), the interpreter's large tiles there."""
     if _INTERPRET:
-        cap = _tile_cap()
-    else:
-        cap = 128 * max(1, (16 if _CONSERVATIVE else 32) // itemsize)
-    return max(vec, min(_pow2(total), cap)), 4
+        return max(vec, min(_pow2(total), _tile_cap())), 4
+    per_thread = max(1, (16 if _CONSERVATIVE else _FLAT_THREAD_BYTES) // itemsize)
+    return max(vec, min(_pow2(total), 32 * _FLAT_WARPS * per_thread)), _FLAT_WARPS
 
 
 def _flat_args(x_strides, plan, wrap, fill, itemsize):

@@ -168,11 +168,17 @@ def _as_outer_r_inner(x, dims, logical_order):
     return kept + list(dims), _prod(shape[d] for d in kept), red, 1, red
 
 
+# GPU tile limits (elements): module constants so benchmarks/knob_sweep.py can re-measure them
+_ROW_CAP_N, _ROW_CAP_TILE = 4096, 4096  # rows kernel: elements of a row per step, per program
+_COL_CAP_I, _COL_CAP_TILE = 128, 4096  # columns kernel: inner elements, elements per program
+_WARPS_SMALL, _WARPS_BIG = 4, 8  # tiles below / from 4096 elements
+
+
 def _row_blocks(rows, red, acc_bytes, target):
     if _INTERPRET or _CONSERVATIVE:
         cap_n, cap_tile = 256, 1024
     else:
-        cap_n, cap_tile = (2048 if acc_bytes == 8 else 4096), 4096
+        cap_n, cap_tile = (_ROW_CAP_N // 2 if acc_bytes == 8 else _ROW_CAP_N), _ROW_CAP_TILE
     block_n = max(2, min(_pow2(red), cap_n))
     block_m = max(1, min(_pow2(rows), cap_tile // block_n))
     while block_m > 1 and _cdiv(rows, block_m) < target:  # short rows: more programs
@@ -184,7 +190,7 @@ def _col_blocks(inner, red, acc_bytes):
     if _INTERPRET or _CONSERVATIVE:
         cap_i, cap_tile = 32, 1024
     else:
-        cap_i, cap_tile = 128, (2048 if acc_bytes == 8 else 4096)
+        cap_i, cap_tile = _COL_CAP_I, (_COL_CAP_TILE // 2 if acc_bytes == 8 else _COL_CAP_TILE)
     block_i = max(2, min(_pow2(inner), cap_i))
     block_r = max(2, min(_pow2(red), cap_tile // block_i))
     return block_r, block_i
@@ -201,7 +207,7 @@ def _split(tiles, red, block, target):
 
 
 def _warps(tile):
-    return 8 if tile >= 4096 else 4
+    return _WARPS_BIG if tile >= 4096 else _WARPS_SMALL
 
 
 def _tl_dtype(dt):
