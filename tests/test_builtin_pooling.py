@@ -53,6 +53,37 @@ CASES: dict[str, list[str]] = {
     ],
 }
 
+# avg_pool2d_backward with windows that tile the plane exactly (the broadcast-copy kernel): odd
+# widths, KW 1/2/4 on NCHW, KW 3 on channels-last (NCHW KW 3 falls back), ceil_mode, a divisor
+# override, a 3-D input, and grad_output strides that send it back to the gather kernel
+TILE_CASES = [
+    "((T([2, 3, 7, 7], bf16), T([2, 3, 14, 14], bf16), [2, 2], [2, 2], [0, 0], True, False, None), {})",
+    "((T([3, 5, 3, 5], f16), T([3, 5, 6, 20], f16), [2, 4], [2, 4], [0, 0], False, True, None), {})",
+    "((T([2, 6, 3, 3], f32, [54, 1, 18, 6]), T([2, 6, 9, 9], f32, [486, 1, 54, 6]), [3, 3], [3, 3], [0, 0], False, True, None), {})",
+    "((T([2, 130, 2, 3], bf16, [780, 1, 390, 130]), T([2, 130, 4, 6], bf16, [3120, 1, 780, 130]), [2, 2], [2, 2], [0, 0], True, False, None), {})",
+    "((T([5, 9, 11], f32), T([5, 9, 11], f32), [1, 1], [1, 1], [0, 0], False, True, 3), {})",
+    "((T([1, 2, 4, 3], f64), T([1, 2, 12, 3], f64), [3, 1], [3, 1], [0, 0], False, True, None), {})",
+    "((T([2, 4, 3, 5], f16), T([2, 4, 9, 15], f16), [3, 3], [3, 3], [0, 0], False, True, None), {})",
+    "((T([2, 3, 4, 4], f32, [48, 1, 12, 3]), T([2, 3, 8, 8], f32), [2, 2], [2, 2], [0, 0], False, True, None), {})",
+    "((T([2, 3, 4, 4], bf16), T([2, 3, 9, 9], bf16), [2, 2], [2, 2], [0, 0], False, True, None), {})",
+]
+
+# max_pool2d backward with stride 2 (the 2x2-block kernel): odd planes (a last half block),
+# kernels 1 (positions no window covers), 2, 3 and 5, dilation, ceil_mode, channels-last with
+# more than one column tile, a 3-D input; the last case (stride 1) and unevenly strided planes
+# go to the gather kernel
+S2_CASES = [
+    "((T([2, 3, 5, 5], bf16), T([2, 3, 9, 9], bf16), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 5, 5], i64)), {})",
+    "((T([2, 3, 4, 5], f16), T([2, 3, 9, 11], f16), [2, 2], [2, 2], [0, 0], [1, 1], False, T([2, 3, 4, 5], i64)), {})",
+    "((T([1, 2, 5, 6], f32), T([1, 2, 9, 11], f32), [1, 1], [2, 2], [0, 0], [1, 1], False, T([1, 2, 5, 6], i64)), {})",
+    "((T([2, 2, 5, 6], f32), T([2, 2, 11, 12], f32), [3, 3], [2, 2], [1, 1], [2, 2], True, T([2, 2, 5, 6], i64)), {})",
+    "((T([2, 3, 7, 7], f64), T([2, 3, 13, 12], f64), [5, 5], [2, 2], [2, 2], [1, 1], True, T([2, 3, 7, 7], i64)), {})",
+    "((T([2, 130, 4, 3], bf16, [1560, 1, 390, 130]), T([2, 130, 7, 6], bf16, [5460, 1, 780, 130]), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 130, 4, 3], i64, [1560, 1, 390, 130])), {})",
+    "((T([3, 4, 6], f16), T([3, 7, 11], f16), [3, 3], [2, 2], [1, 1], [1, 1], True, T([3, 4, 6], i64)), {})",
+    "((T([2, 3, 9, 9], f32), T([2, 3, 9, 9], f32), [3, 3], [1, 1], [1, 1], [1, 1], False, T([2, 3, 9, 9], i64)), {})",
+    "((T([2, 3, 5, 5], f32, [100, 25, 5, 1]), T([2, 3, 9, 9], f32), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 5, 5], i64)), {})",
+]
+
 OUTPUT_FORMAT_CASES = [
     ("max_pool2d_with_indices.default", CASES["max_pool2d_with_indices.default"][0]),
     ("max_pool2d_with_indices_backward.default", CASES["max_pool2d_with_indices_backward.default"][0]),
@@ -129,4 +160,76 @@ def test_pooling_kernels_compile_for_an_sm90_gpu() -> None:
         cases = [parse_case(c) for c in texts]
         batch.append((op, _write(op, cases), cases))
         batch.append((op, _force_int64_offsets(_write(op, cases[:1])), cases[:1]))
+    for op, texts in (
+        ("avg_pool2d_backward.default", TILE_CASES),
+        ("max_pool2d_with_indices_backward.default", S2_CASES),
+    ):
+        cases = [parse_case(c) for c in texts]
+        batch.append((op, _write(op, cases), cases))
+        batch.append((op, _force_int64_offsets(_write(op, cases[:4])), cases[:4]))
     assert_compiles_for_sm90(batch)
+
+
+def _launched_kernels(op: str, text: str, cases: list[TestCase]) -> list[str]:
+    """Names of the kernels the file's cached launch plans use after running `cases`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, text, Path(tmp))
+        for index, case in enumerate(cases):
+            kernel(*_evaluator_inputs(op, case, torch.Generator().manual_seed(index))[0])
+        plans = kernel.__globals__["_PLANS"]
+        return [plan[2].__name__ if plan[2] is not None else "" for plan in plans.values()]
+
+
+def test_avg_pool_backward_tile_path_matches_eager() -> None:
+    op = "avg_pool2d_backward.default"
+    cases = [parse_case(c) for c in TILE_CASES]
+    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
+
+
+def test_avg_pool_backward_tile_path_int64_offsets_match_eager() -> None:
+    op = "avg_pool2d_backward.default"
+    cases = [parse_case(c) for c in TILE_CASES[:4]]
+    text = _force_int64_offsets(_write(op, cases))
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
+
+
+def test_avg_pool_backward_takes_the_tile_kernel_only_for_exact_dense_windows() -> None:
+    op = "avg_pool2d_backward.default"
+    cases = [parse_case(c) for c in TILE_CASES]
+    names = _launched_kernels(op, _write(op, cases), cases)
+    tile, gather = "_avg_pool_bwd_tile_kernel", "_avg_pool_bwd_kernel"
+    assert names == [tile] * 6 + [gather] * 3
+
+
+def test_avg_pool_backward_tile_switch_off_uses_the_gather_kernel() -> None:
+    op = "avg_pool2d_backward.default"
+    cases = [parse_case(c) for c in TILE_CASES[:2]]
+    text = _write(op, cases).replace("_AVG_POOL_BWD_TILE = True", "_AVG_POOL_BWD_TILE = False")
+    assert set(_launched_kernels(op, text, cases)) == {"_avg_pool_bwd_kernel"}
+
+
+def test_max_pool_backward_stride2_path_matches_eager() -> None:
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_CASES]
+    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
+
+
+def test_max_pool_backward_stride2_path_int64_offsets_match_eager() -> None:
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_CASES[:6]]
+    text = _force_int64_offsets(_write(op, cases))
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
+
+
+def test_max_pool_backward_takes_the_stride2_kernel_only_for_stride_2() -> None:
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_CASES]
+    names = _launched_kernels(op, _write(op, cases), cases)
+    assert names == ["_max_pool_bwd_s2_kernel"] * 7 + ["_max_pool_bwd_kernel"] * 2
+
+
+def test_max_pool_backward_stride2_switch_off_uses_the_gather_kernel() -> None:
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_CASES[:2]]
+    text = _write(op, cases).replace("_MAX_POOL_BWD_S2 = True", "_MAX_POOL_BWD_S2 = False")
+    assert set(_launched_kernels(op, text, cases)) == {"_max_pool_bwd_kernel"}
