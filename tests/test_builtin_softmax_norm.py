@@ -88,6 +88,34 @@ LONG_ROW_CASES: dict[str, list[str]] = {
     ],
 }
 
+# Short rows that are not a multiple of 16 bytes take the flat-row kernel (8 rows per program on
+# the interpreter): whole programs and a last partial one, row counts that are a multiple of
+# the program's rows (no partial program) and below it (only a partial one), every dtype.
+FLAT_ROW_CASES: dict[str, list[str]] = {
+    "_softmax.default": [
+        "((T([2, 3, 49, 49], f16), -1, False), {})",
+        "((T([16, 49], f16), 1, False), {})",
+        "((T([5, 7], bf16), -1, False), {})",
+        "((T([13, 201], f32), -1, False), {})",
+        "((T([9, 3], f64), 1, False), {})",
+    ],
+    "_log_softmax.default": [
+        "((T([37, 49], bf16), -1, False), {})",
+        "((T([8, 255], f16), 1, False), {})",
+        "((T([2, 4, 33], f32), -1, False), {})",
+    ],
+    "_softmax_backward_data.default": [
+        "((T([37, 49], f16), T([37, 49], f16), -1, torch.float16), {})",
+        "((T([17, 33], f32), T([17, 33], f32), 1, torch.float32), {})",
+        "((T([9, 201], bf16), T([9, 201], bf16), -1, torch.bfloat16), {})",
+    ],
+    "_log_softmax_backward_data.default": [
+        "((T([37, 49], f16), T([37, 49], f16), -1, torch.float16), {})",
+        "((T([17, 33], f32), T([17, 33], f32), 1, torch.float32), {})",
+        "((T([3, 8, 21], f64), T([3, 8, 21], f64), -1, torch.float64), {})",
+    ],
+}
+
 LAYER_NORM_CASES = [
     "((T([7, 33], f32), [33], T([33], f32), T([33], f32), 1e-5), {})",
     "((T([4, 5, 48], f16), [48], T([48], f16), T([48], f16), 1e-12), {})",
@@ -149,6 +177,66 @@ def test_softmax_family_long_rows_match_eager(op: str, variant: int) -> None:
     assert run_generated(op, _write(softmax, op, cases, variant), cases) == []
 
 
+def _with_constants(text: str, **values: Any) -> str:
+    """The generated file with module constants set (as knob_sweep sets them on the GPU)."""
+    import re
+
+    for name, value in values.items():
+        text, count = re.subn(rf"^{name} = .*$", f"{name} = {value!r}", text, flags=re.M)
+        assert count == 1, name
+    return text
+
+
+# Long-row switches away from their defaults: no register head, forward walk, no eviction hints,
+# a store cache modifier; then a head longer than any row (the whole body in registers, no loop).
+LONG_ROW_SWITCHES = [
+    dict(_LONG_HEAD_BYTES=0, _LONG_HEAD_BYTES_BWD=0, _LONG_REVERSE=False,
+         _LONG_EVICT_LAST=False, _LONG_EVICT_FIRST=False, _LONG_STORE_CACHE=".cs"),
+    dict(_LONG_HEAD_BYTES=1 << 20, _LONG_HEAD_BYTES_BWD=1 << 20, _LONG_STORE_CACHE=".cg"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("switches", range(len(LONG_ROW_SWITCHES)))
+@pytest.mark.parametrize("op", sorted(LONG_ROW_CASES))
+def test_softmax_long_rows_match_eager_with_every_l2_switch(op: str, switches: int) -> None:
+    cases = [parse_case(c) for c in LONG_ROW_CASES[op]]
+    text = _with_constants(_write(softmax, op, cases), **LONG_ROW_SWITCHES[switches])
+    assert run_generated(op, text, cases) == []
+
+
+def _uses_flat_rows(text: str, case_text: str) -> bool:
+    import importlib
+    import tempfile
+    from pathlib import Path
+
+    case = parse_case(case_text)
+    with tempfile.TemporaryDirectory() as tmp:
+        module = importlib.import_module(
+            load_kernel("_softmax.default", text, Path(tmp)).__module__
+        )
+        x = torch.empty(case.args[0].shape, dtype=case.args[0].dtype)
+        return "FLAT" in module._plan(x, case.args[1], x.dtype)[2]
+
+
+@pytest.mark.parametrize("flat", [True, False])
+@pytest.mark.parametrize("op", sorted(FLAT_ROW_CASES))
+def test_softmax_family_short_unaligned_rows_match_eager(op: str, flat: bool) -> None:
+    """With the flat-row kernel on (the default) and off (`_rows_kernel`)."""
+    cases = [parse_case(c) for c in FLAT_ROW_CASES[op]]
+    text = _write(softmax, op, cases)
+    if not flat:
+        text = _with_constants(text, _FLAT_ROWS_TILE=0)
+    assert run_generated(op, text, cases) == []
+
+
+def test_softmax_short_unaligned_rows_take_the_flat_kernel_when_on() -> None:
+    text = _write(softmax, "_softmax.default", [])
+    assert _uses_flat_rows(text, "((T([2, 3, 49, 49], f16), -1, False), {})")
+    assert not _uses_flat_rows(text, "((T([300, 8], f32), -1, False), {})")  # 32-byte rows
+    assert not _uses_flat_rows(_with_constants(text, _FLAT_ROWS_TILE=0),
+                               "((T([2, 3, 49, 49], f16), -1, False), {})")  # fmt: skip
+
+
 def _with_infinities(op: str, case, gen: torch.Generator):
     """Row 0 all -inf (eager: NaN), row 1 -inf but for one element, row 2 -inf on every third
     element (masked attention); the other rows as drawn."""
@@ -164,7 +252,8 @@ def _with_infinities(op: str, case, gen: torch.Generator):
 @pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
 def test_softmax_long_rows_handle_minus_infinity_like_eager(op: str) -> None:
     cases = [parse_case("((T([4, 1001], f32), -1, False), {})"),
-             parse_case("((T([3, 700], bf16), 1, False), {})")]  # fmt: skip
+             parse_case("((T([3, 700], bf16), 1, False), {})"),
+             parse_case("((T([11, 49], f16), 1, False), {})")]  # fmt: skip
     assert run_generated(op, _write(softmax, op, cases), cases, make_args=_with_infinities) == []
 
 
@@ -307,6 +396,34 @@ def test_softmax_and_norm_kernels_compile_for_an_sm90_gpu() -> None:
         cases = [parse_case(t) for t in texts]
         module = norm if "layer_norm" in op else softmax
         batch.append((op, _write(module, op, cases), cases))
+    assert_compiles_for_sm90(batch)
+
+
+def test_softmax_flat_row_kernel_compiles_for_an_sm90_gpu() -> None:
+    """Every mode and dtype of the flat-row kernel at GPU sizes, and its switch off."""
+    batch = []
+    for op, texts in FLAT_ROW_CASES.items():
+        cases = [parse_case(t) for t in texts]
+        text = _write(softmax, op, cases)
+        batch += [(op, text, cases), (op, _with_constants(text, _FLAT_ROWS_TILE=0), cases)]
+    assert_compiles_for_sm90(batch)
+
+
+def test_softmax_long_row_switches_compile_for_an_sm90_gpu() -> None:
+    """Every long-row switch setting compiles at GPU sizes (a store's cache modifier and its
+    eviction hint cannot be combined, a register head must fit the tile rules)."""
+    jobs = {
+        "_log_softmax.default": ["((T([3, 50257], f32), 1, False), {})", "((T([2, 50257], f16), 1, True), {})", "((T([2, 32000], f32), 1, False), {})"],
+        "_softmax.default": ["((T([2, 50257], bf16), 1, False), {})", "((T([2, 9001], f64), 1, False), {})"],
+        "_softmax_backward_data.default": ["((T([2, 50257], f32), T([2, 50257], f32), -1, torch.float32), {})"],
+        "_log_softmax_backward_data.default": ["((T([3, 50257], f32), T([3, 50257], f32), 1, torch.float32), {})"],
+    }  # fmt: skip
+    switches = [*LONG_ROW_SWITCHES, dict(_LONG_HEAD_BYTES=131072, _LONG_HEAD_BYTES_BWD=65536)]
+    batch = []
+    for op, texts in jobs.items():
+        cases = [parse_case(t) for t in texts]
+        for values in switches:
+            batch.append((op, _with_constants(_write(softmax, op, cases), **values), cases))
     assert_compiles_for_sm90(batch)
 
 

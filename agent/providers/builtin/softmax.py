@@ -9,9 +9,12 @@ How the generated kernels work. The input is read as a row-major `[outer, R, inn
 non-contiguous input is first made contiguous: eager returns a contiguous result anyway), R being
 the softmax dim:
 - `inner == 1` (the usual dim=-1): a row that fits in one tile is loaded once (max, exp, sum,
-  write), BLOCK_M rows per program; a longer row (a 50k vocabulary) takes an online pass (running
-  max and rescaled sum) and a writing pass, on a persistent grid of about one program per SM so
-  that the rows in flight stay in L2 for the second read;
+  write), BLOCK_M rows per program; short rows that are not a multiple of 16 bytes (49 halves)
+  are loaded and stored as one flat run per program, in 16-byte vectors, and laid out as the
+  tile by a register gather; a longer row (a 50k vocabulary) takes an online pass (running max
+  and rescaled sum) and a writing pass, on a persistent grid of about one program per SM so
+  that the rows in flight stay in L2 for the second read, the first part of each row kept in
+  registers between the passes;
 - `inner > 1`: the same on a column tile, coalesced along inner.
 Arithmetic is fp32 (fp64 for fp64 inputs), whatever the storage dtype; the result is stored in
 eager's dtype (fp32 for half_to_float, `input_dtype` for the backward ops).
@@ -63,7 +66,7 @@ def _persistent_programs(x):
     if _INTERPRET or x.device.type != "cuda":
         return _INTERPRET_PROGRAMS
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return _LONG_PROGRAMS_PER_SM * _num_sms(index)
+    return max(1, int(_LONG_PROGRAMS_PER_SM * _num_sms(index)))
 
 
 def _pow2(n):
@@ -115,21 +118,85 @@ def _rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl.con
 
 
 @triton.jit
+def _flat_tile(a_ptr, b_ptr, out_ptr, base, n, R: tl.constexpr, MODE: tl.constexpr,
+               ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr):
+    """ROWS whole rows of R elements from flat offset `base` (n elements valid): loaded flat,
+    viewed as a [BLOCK_N, ROWS] tile (one row per column) through a register gather, written
+    flat. Rows along the tile's fast axis put a row in one lane's registers and a few warps
+    (the row reductions: in-thread sums and one exchange through shared memory), where
+    [ROWS, BLOCK_N] spreads a row over a warp's lanes (5 shuffles per row and reduction)."""
+    i = tl.arange(0, FLAT)
+    ok = i < n
+    c2 = tl.arange(0, BLOCK_N)[:, None]
+    r2 = tl.arange(0, ROWS)[None, :]
+    # the tile's element (c, r) is flat element r * R + c (the last column repeats as padding)
+    to_tile = tl.reshape(r2 * R + tl.minimum(c2, R - 1), [BLOCK_N * ROWS])
+    a = tl.load(a_ptr + base + i, mask=ok, other=0)
+    a = tl.reshape(tl.gather(a, to_tile, 0), [BLOCK_N, ROWS]).to(ACC)
+    if MODE < 2:
+        a = tl.where(c2 < R, a, float("-inf"))
+        b = a
+        mx = tl.max(a, axis=0)
+        s = tl.sum(tl.exp(a - mx[None, :]), axis=0)
+    else:
+        b = tl.load(b_ptr + base + i, mask=ok, other=0)
+        b = tl.reshape(tl.gather(b, to_tile, 0), [BLOCK_N, ROWS]).to(ACC)
+        mx = tl.zeros([ROWS], ACC)
+        if MODE == 2:
+            s = tl.sum(tl.where(c2 < R, a * b, 0), axis=0)
+        else:
+            s = tl.sum(tl.where(c2 < R, a, 0), axis=0)
+    y = _finish(a, b, mx[None, :], s[None, :], MODE).to(out_ptr.dtype.element_ty)
+    # flat element i is the tile's (i % R, i // R); padding past ROWS * R reads a valid one
+    row = tl.minimum(i // R, ROWS - 1)
+    to_flat = tl.minimum(i - row * R, BLOCK_N - 1) * ROWS + row
+    y = tl.gather(tl.reshape(y, [BLOCK_N * ROWS]), to_flat, 0)
+    tl.store(out_ptr + base + i, y, mask=ok)
+
+
+@triton.jit
+def _flat_rows_kernel(a_ptr, b_ptr, out_ptr, TOTAL, FULL, R: tl.constexpr, MODE: tl.constexpr,
+                      ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+                      FLAT: tl.constexpr):
+    """Short rows whose length is not a multiple of 16 bytes (49 halves): a [ROWS, BLOCK_N] tile
+    of them cannot load in vectors (each row starts at another alignment), and a warp's scalar
+    loads straddle rows. Here a program's ROWS rows are one contiguous run of ROWS * R elements,
+    16-byte aligned (ROWS a multiple of 8), loaded and stored flat in 16-byte vectors; a gather
+    in registers (through shared memory) lays them out as the tile and back. The FULL programs
+    before the last are unmasked but for the constant ROWS * R bound, which keeps the vectors
+    whatever the row count; the last takes the rows left."""
+    pid = tl.program_id(0)
+    base = pid.to(tl.int64) * (ROWS * R)
+    if pid < FULL:
+        _flat_tile(a_ptr, b_ptr, out_ptr, base, ROWS * R, R, MODE, ACC, ROWS, BLOCK_N, FLAT)
+    else:
+        _flat_tile(a_ptr, b_ptr, out_ptr, base, TOTAL - base, R, MODE, ACC, ROWS, BLOCK_N, FLAT)
+
+
+@triton.jit
 def _long_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl.constexpr,
-                      BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, STAGES: tl.constexpr):
+                      BLOCK_N: tl.constexpr, ALIGN: tl.constexpr, STAGES: tl.constexpr,
+                      HEAD: tl.constexpr, REVERSE: tl.constexpr, EV_KEEP: tl.constexpr,
+                      EV_DONE: tl.constexpr, ST_CACHE: tl.constexpr, ST_EV: tl.constexpr):
     """Rows longer than a register tile: a statistics pass, then a writing pass that reads the
     row again.
 
     The grid is persistent (a few programs per SM, each taking rows pid, pid + grid, ...) so that
     only about grid rows are live at a time: they fit in L2 and the second read of a row mostly
     hits there instead of HBM (with one program per row, every row of a 50k vocabulary is in
-    flight at once and the row is read from HBM twice). The first pass loads with evict_last and
-    the writing pass with evict_first, so the streamed output and the finished rows leave L2
-    before the rows still to be re-read; it walks the row backwards, taking the most recently
-    loaded (least likely evicted) chunks first. With few programs per SM, each must keep many
-    bytes in flight: STAGES > 1 lets Triton's pipeliner prefetch STAGES - 1 chunks into shared
-    memory (cp.async) while the current one is reduced (without it the compiler serializes each
-    load with the math that uses it).
+    flight at once and the row is read from HBM twice). The first pass loads with EV_KEEP
+    (evict_last) and the writing pass with EV_DONE (evict_first; its stores with ST_EV, or the
+    cache modifier ST_CACHE), so the streamed output and the finished rows leave L2 before the
+    rows still to be re-read; with REVERSE it walks the row
+    backwards, taking the most recently loaded (least likely evicted) chunks first. With few
+    programs per SM, each must keep many bytes in flight: STAGES > 1 lets Triton's pipeliner
+    prefetch STAGES - 1 chunks into shared memory (cp.async) while the current one is reduced
+    (without it the compiler serializes each load with the math that uses it).
+
+    HEAD > 0 keeps the first HEAD elements of the row body in registers from the first pass to
+    the second: they are read from HBM once, whatever L2 keeps, and the bytes that must survive
+    in L2 between the passes shrink by as much (132 rows of 201 KB in flight are more than L2
+    holds for the f32 50257-long rows).
 
     Each row is split at ALIGN-element boundaries: a body of whole ALIGN groups, loaded and stored
     in 16-byte vectors even when the row length is odd (50257) and rows start unaligned, and
@@ -146,22 +213,35 @@ def _long_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: t
         body = tl.multiple_of((start + ALIGN - 1) // ALIGN * ALIGN, ALIGN)
         body_end = tl.multiple_of(end // ALIGN * ALIGN, ALIGN)
         n_body = tl.multiple_of(tl.maximum(body_end - body, 0).to(tl.int32), ALIGN)
-        n_chunks = tl.cdiv(n_body, BLOCK_N)
+        # the register-resident head [0, HEAD) of the body, then the rest, chunk by chunk
+        if HEAD > 0:
+            h = tl.arange(0, HEAD)
+            h_ok = h < n_body
+        n_rest = tl.multiple_of(tl.maximum(n_body - HEAD, 0), ALIGN)
+        n_chunks = tl.cdiv(n_rest, BLOCK_N)
         # head [start, min(body, end)), tail [max(body_end, body), end): disjoint from the body
         e_offs = tl.where(head, start + e, body_end + e - ALIGN)
         e_ok = (e_offs < end) & (head == (e_offs < body))
-        a_body = a_ptr + body
-        b_body = b_ptr + body
+        a_rest = a_ptr + body + HEAD
+        b_rest = b_ptr + body + HEAD
         if MODE < 2:
             ea = tl.load(a_ptr + e_offs, mask=e_ok, other=float("-inf")).to(ACC)
             e_mx = tl.max(ea, axis=0)
             e_s = tl.sum(tl.exp(ea - tl.where(e_mx == float("-inf"), 0.0, e_mx)), axis=0)
+            if HEAD > 0:
+                ha = tl.load(a_ptr + body + h, mask=h_ok, other=float("-inf"))
+                hb = ha
+                hv = ha.to(ACC)
+                h_mx = tl.maximum(tl.max(hv, axis=0), e_mx)
+                h_safe = tl.where(h_mx == float("-inf"), 0.0, h_mx)
+                e_s = e_s * tl.exp(e_mx - h_safe) + tl.sum(tl.exp(hv - h_safe), axis=0)
+                e_mx = h_mx
             lane_mx = tl.full([BLOCK_N], float("-inf"), ACC)
             lane_s = tl.zeros([BLOCK_N], ACC)
             for j in tl.range(0, n_chunks, num_stages=STAGES):
                 c = j * BLOCK_N + cols
-                a = tl.load(a_body + c, mask=c < n_body, other=float("-inf"),
-                            eviction_policy="evict_last").to(ACC)
+                a = tl.load(a_rest + c, mask=c < n_rest, other=float("-inf"),
+                            eviction_policy=EV_KEEP).to(ACC)
                 new_mx = tl.maximum(lane_mx, a)
                 safe = tl.where(new_mx == float("-inf"), 0.0, new_mx)
                 lane_s = lane_s * tl.exp(lane_mx - safe) + tl.exp(a - safe)
@@ -173,28 +253,43 @@ def _long_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: t
             ea = tl.load(a_ptr + e_offs, mask=e_ok, other=0).to(ACC)
             if MODE == 2:
                 ea = ea * tl.load(b_ptr + e_offs, mask=e_ok, other=0).to(ACC)
+            s = tl.sum(ea, axis=0)
+            if HEAD > 0:
+                ha = tl.load(a_ptr + body + h, mask=h_ok, other=0)
+                hb = tl.load(b_ptr + body + h, mask=h_ok, other=0)
+                if MODE == 2:
+                    s += tl.sum(ha.to(ACC) * hb.to(ACC), axis=0)
+                else:
+                    s += tl.sum(ha.to(ACC), axis=0)
             acc = tl.zeros([BLOCK_N], ACC)
             for j in tl.range(0, n_chunks, num_stages=STAGES):
                 c = j * BLOCK_N + cols
-                a = tl.load(a_body + c, mask=c < n_body, other=0,
-                            eviction_policy="evict_last").to(ACC)
+                a = tl.load(a_rest + c, mask=c < n_rest, other=0,
+                            eviction_policy=EV_KEEP).to(ACC)
                 if MODE == 2:
-                    a = a * tl.load(b_body + c, mask=c < n_body, other=0,
-                                    eviction_policy="evict_last").to(ACC)
+                    a = a * tl.load(b_rest + c, mask=c < n_rest, other=0,
+                                    eviction_policy=EV_KEEP).to(ACC)
                 acc += a
-            s = tl.sum(acc, axis=0) + tl.sum(ea, axis=0)
+            s += tl.sum(acc, axis=0)
             mx = tl.zeros([], ACC)
-        out_body = out_ptr + body
+        out_rest = out_ptr + body + HEAD
         for j in tl.range(0, n_chunks, num_stages=STAGES):
-            c = (n_chunks - 1 - j) * BLOCK_N + cols
-            ok = c < n_body
-            a = tl.load(a_body + c, mask=ok, other=0, eviction_policy="evict_first").to(ACC)
+            if REVERSE:
+                c = (n_chunks - 1 - j) * BLOCK_N + cols
+            else:
+                c = j * BLOCK_N + cols
+            ok = c < n_rest
+            a = tl.load(a_rest + c, mask=ok, other=0, eviction_policy=EV_DONE).to(ACC)
             b = a
             if MODE >= 2:
-                b = tl.load(b_body + c, mask=ok, other=0, eviction_policy="evict_first").to(ACC)
+                b = tl.load(b_rest + c, mask=ok, other=0, eviction_policy=EV_DONE).to(ACC)
             y = _finish(a, b, mx, s, MODE)
-            tl.store(out_body + c, y.to(out_ptr.dtype.element_ty), mask=ok,
-                     eviction_policy="evict_first")
+            tl.store(out_rest + c, y.to(out_ptr.dtype.element_ty), mask=ok,
+                     cache_modifier=ST_CACHE, eviction_policy=ST_EV)
+        if HEAD > 0:
+            y = _finish(ha.to(ACC), hb.to(ACC), mx, s, MODE)
+            tl.store(out_ptr + body + h, y.to(out_ptr.dtype.element_ty), mask=h_ok,
+                     cache_modifier=ST_CACHE)
         a = tl.load(a_ptr + e_offs, mask=e_ok, other=0).to(ACC)
         b = a
         if MODE >= 2:
@@ -278,6 +373,12 @@ _ONE_PASS_MAX_BWD_ALIGNED = 256 if _SMALL else 32768  # log_softmax backward, 16
 _TILE = 1024 if _SMALL else 4096  # elements per loop step / short-row tile
 _TILE_UNALIGNED = 1024  # short-row tile when rows are not a multiple of 16 long
 _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements per program
+# Short rows that are not a multiple of 16 bytes long, up to _FLAT_MAX_N (padded) elements:
+# `_flat_rows_kernel`, about _FLAT_ROWS_TILE tile elements (at least 8 rows) per program and
+# _FLAT_WARPS warps; _FLAT_ROWS_TILE = 0 turns it off (`_rows_kernel` with _TILE_UNALIGNED).
+_FLAT_ROWS_TILE = 256 if _SMALL else 2048
+_FLAT_MAX_N = 256
+_FLAT_WARPS = 4
 # Long rows (`_long_rows_kernel`): programs per SM of the persistent grid (about that many rows
 # per SM are live: keep grid * row bytes under the 50 MB L2; 1 for f32 50257-long rows, 26 MB),
 # elements per loop step, warps, pipeline stages and their shared-memory budget, and the
@@ -288,6 +389,18 @@ _LONG_WARPS = 4 if _SMALL else 16
 _LONG_STAGES = 1 if _CONSERVATIVE else 3  # loop pipelining (fewer where the buffers pass the budget)
 _LONG_SMEM_PER_SM = 192 * 1024  # of the H100/H200's 227 KB
 _ROW_ALIGN = 16
+# Long rows on the persistent grid, L2 reuse between the passes (switches to sweep on the GPU):
+# bytes of each row kept in registers between the passes (forward: the input; backward: both
+# inputs together; 0: none; rounded down to a power-of-two element count, at most the row),
+# the writing pass walking the row backwards, the first pass's loads marked evict_last and the
+# writing pass's loads and stores evict_first, and the writing pass's store cache modifier
+# ("", ".cs" streaming, ".cg", ".wt").
+_LONG_HEAD_BYTES = 1024 if _INTERPRET else (0 if _CONSERVATIVE else 64 * 1024)
+_LONG_HEAD_BYTES_BWD = 1024 if _INTERPRET else 0
+_LONG_REVERSE = True
+_LONG_EVICT_LAST = True
+_LONG_EVICT_FIRST = True
+_LONG_STORE_CACHE = ""
 # Rows shorter than this (bytes of input) skip the persistent grid: one program per row with
 # _LONG_WARPS_SHORT warps. On the H200 the persistent grid won for f32 rows of 30000-50257
 # (1466 -> 1160 us at [8192, 50257]) and lost for bf16 rows of 30522 and 32128 (253 -> 287 us,
@@ -310,7 +423,7 @@ def _long_pipeline(bytes_per_element, wide_acc):
     """(BLOCK_N, STAGES) for `_long_rows_kernel`: the pipeliner buffers STAGES - 1 chunks of every
     load of a loop step in shared memory, which must fit each program's share of an SM; fp64
     statistics take half the tile (the per-lane running max and sum spill otherwise)."""
-    budget = _LONG_SMEM_PER_SM // max(1, _LONG_PROGRAMS_PER_SM)
+    budget = _LONG_SMEM_PER_SM // max(1, int(_LONG_PROGRAMS_PER_SM))
     block_n = max(1024, _LONG_TILE // 2) if wide_acc else _LONG_TILE
     stages = max(1, _LONG_STAGES)
     while stages > 1 and (stages - 1) * block_n * bytes_per_element > budget:
@@ -319,6 +432,18 @@ def _long_pipeline(bytes_per_element, wide_acc):
         else:
             stages -= 1
     return block_n, stages
+
+
+def _long_head(red, element_size, wide_acc):
+    """Elements of a long row kept in registers between the passes (0: none): a power of two, a
+    multiple of _ROW_ALIGN, no longer than the row rounded up to a power of two. The budget is
+    in registers: a 2-byte element is held as 4 bytes. None with fp64 statistics, which take
+    the whole register file already (a head spills)."""
+    budget = _LONG_HEAD_BYTES_BWD if _MODE >= 2 else _LONG_HEAD_BYTES
+    n = int(budget) // (max(element_size, 4) * (2 if _MODE >= 2 else 1))
+    if wide_acc or n < max(16, _ROW_ALIGN):
+        return 0
+    return min(1 << (n.bit_length() - 1), _pow2(red))
 
 
 def _plan(a, dim, out_dtype):
@@ -343,16 +468,29 @@ def _plan(a, dim, out_dtype):
             block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
                                              acc == tl.float64)
             warps = _LONG_WARPS
+            head = 0
             if _INTERPRET or red * a.element_size() >= _PERSIST_MIN_ROW_BYTES:
                 grid = (max(1, min(outer, _persistent_programs(a))),)
+                head = _long_head(red, a.element_size(), acc == tl.float64)
             else:  # rows that stay in L2 anyway: one program per row, several per SM
                 grid = (outer,)
                 warps = _LONG_WARPS_SHORT
                 stages = min(stages, _LONG_STAGES_SHORT)
             consts = dict(MODE=_MODE, ACC=acc, BLOCK_N=block_n, ALIGN=_ROW_ALIGN, STAGES=stages,
-                          num_warps=warps)
+                          HEAD=head, REVERSE=bool(_LONG_REVERSE),
+                          EV_KEEP="evict_last" if _LONG_EVICT_LAST else "",
+                          EV_DONE="evict_first" if _LONG_EVICT_FIRST else "",
+                          ST_CACHE=_LONG_STORE_CACHE, num_warps=warps)
+            # a store takes a cache modifier or an eviction hint, not both (ptxas)
+            consts["ST_EV"] = "" if consts["ST_CACHE"] else consts["EV_DONE"]
             return _long_rows_kernel[grid], (outer, red), consts
         block_n = max(2, _pow2(red))
+        if _FLAT_ROWS_TILE and red * a.element_size() % 16 and block_n <= _FLAT_MAX_N:
+            rows = _pow2(max(8, _FLAT_ROWS_TILE // block_n))  # a power of two, at least 8
+            full = outer // rows
+            consts = dict(R=red, MODE=_MODE, ACC=acc, ROWS=rows, BLOCK_N=block_n,
+                          FLAT=_pow2(rows * red), num_warps=_FLAT_WARPS)
+            return _flat_rows_kernel[(_cdiv(outer, rows),)], (outer * red, full), consts
         tile = _TILE if aligned else min(_TILE, _TILE_UNALIGNED)
         block_m = max(1, min(_pow2(outer), tile // block_n))
         target = _target_programs(a)
