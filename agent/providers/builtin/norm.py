@@ -13,6 +13,9 @@ How the generated kernels work (all arithmetic in fp32, fp64 for fp64 inputs):
   half inputs on CUDA (ATen's accumulate type), the input dtype on the CPU.
   The backward computes grad_input per row and, for grad_weight/grad_bias, per-program partial
   column sums in an fp32 workspace that a second kernel reduces in a fixed order (no atomics).
+  A program's row steps are pipelined (the next steps' loads in flight during this one's math)
+  and its column sums stay tile-shaped until after the loop; the _LNB_* constants of the
+  generated file are its tuning knobs.
 - batch norm: per-channel statistics over (N, H*W) by split programs that write partial shifted
   sums, one small kernel that combines them per channel (mean, invstd, running-stat update in
   place as eager does, and the affine coefficients), then one elementwise pass.
@@ -214,7 +217,7 @@ _LN_BWD = '''
 def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP,
             HAS_W: tl.constexpr, WANT_DX: tl.constexpr, WANT_DW: tl.constexpr,
             WANT_DB: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+            STAGES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Rows [p*RPP, (p+1)*RPP): grad_input, and this program's column sums of g*xhat and g:
     rows p and P + p of the [2P, N] fp32 workspace (P programs; each element written once, so
     the second kernel sums them in a fixed order: no atomics, no read-after-write races)."""
@@ -229,9 +232,11 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP
         w = tl.full([BLOCK_N], 1.0, ACC)
         if HAS_W:
             w = tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)
-        acc_w = tl.zeros([BLOCK_N], ACC)
-        acc_b = tl.zeros([BLOCK_N], ACC)
-        for r0 in range(row_start, row_end, BLOCK_M):
+        # tile-shaped column sums, reduced over rows once after the loop: a reduction over the
+        # rows of each step cost ~20 barriers and shared-memory round trips per step
+        acc_w = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        acc_b = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        for r0 in tl.range(row_start, row_end, BLOCK_M, num_stages=STAGES):
             rows = r0 + tl.arange(0, BLOCK_M)
             row_ok = rows < row_end
             m = row_ok[:, None] & col_ok[None, :]
@@ -247,12 +252,12 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP
                 c2 = tl.sum(wg, axis=1) / N
                 dx = (wg - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
                 tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=m)
-            acc_w += tl.sum(g * xhat, axis=0)
-            acc_b += tl.sum(g, axis=0)
+            acc_w += g * xhat
+            acc_b += g
         if WANT_DW:
-            tl.store(pw_ptr + cols, acc_w, mask=col_ok)
+            tl.store(pw_ptr + cols, tl.sum(acc_w, axis=0), mask=col_ok)
         if WANT_DB:
-            tl.store(pb_ptr + cols, acc_b, mask=col_ok)
+            tl.store(pb_ptr + cols, tl.sum(acc_b, axis=0), mask=col_ok)
     else:
         if WANT_DX:
             for r0 in range(row_start, row_end, BLOCK_M):
@@ -333,6 +338,17 @@ def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.c
         tl.store(db_ptr + cols, tl.sum(acc_b, axis=0).to(db_ptr.dtype.element_ty), mask=col_ok)
 
 
+# Backward knobs (module constants read when a geometry is first planned, so that
+# benchmarks/knob_sweep.py can re-measure them). H200, [8192, 768] bf16 before these: 59 us for
+# an 8.9 us floor; per loop step a program held 4 rows (12 KB of loads) and then computed with
+# no load in flight, about 2 programs per SM, so most of the time nothing was read.
+_LNB_STAGES = 3  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
+_LNB_ROWS = 0  # rows per loop step of the one-pass row kernel; 0: about 4096 elements a step
+_LNB_WARPS = 0  # warps of the row kernel; 0: by the step's elements
+_LNB_PROGRAMS_PER_SM = 2  # row-kernel programs per SM: each writes one partial row to reduce
+_LNB_SUM_COLS = 16  # columns per program of the partial-row reduction
+_LNB_SUM_ROWS = 512  # partial rows per loop step of that reduction (all of them when fewer)
+
 _BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
 
 
@@ -361,20 +377,25 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     acc = _acc(dtype)
     small = _INTERPRET or _CONSERVATIVE
     target = _target_programs(input)  # 4 per SM
-    # about 2 programs per SM, each over several row tiles: few partial rows to reduce
+    # a few programs per SM, each over several row tiles: few partial rows to reduce
     one_pass, block_m, block_n = _ln_blocks(max(M, 1), max(N, 1), max(1, target // 4))
-    programs = max(1, min(_cdiv(M, block_m), target // 2))
+    if one_pass and _LNB_ROWS and not small:
+        block_m = _LNB_ROWS
+    per_sm = 2 if small else _LNB_PROGRAMS_PER_SM
+    programs = max(1, min(_cdiv(M, block_m), target * per_sm // 4))
     rpp = max(1, _cdiv(_cdiv(M, programs), block_m)) * block_m
     programs = max(1, _cdiv(M, rpp))
     nothing = N == 0 or not (want_dx or want_dw or want_db)
     sums = (want_dw or want_db) and not nothing
     rows_launch = _ln_bwd[(programs,)] if M > 0 and not nothing else None
     rows_consts = dict(HAS_W=has_w, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db, ACC=acc,
-                       ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n,
-                       num_warps=_warps(block_m * block_n))
+                       ONE_PASS=one_pass, STAGES=1 if small else _LNB_STAGES, BLOCK_M=block_m,
+                       BLOCK_N=block_n,
+                       num_warps=_LNB_WARPS if _LNB_WARPS and not small else _warps(block_m * block_n))
     parts = programs if M > 0 else 0  # M == 0: the sums are zeros
-    block_c = max(2, min(_pow2(N), 32))
-    block_p = max(2, min(_pow2(parts), 16 if small else 64))
+    # one loop step over all partial rows where they fit: the loads of a step are all in flight
+    block_c = max(2, min(_pow2(N), 32 if small else _LNB_SUM_COLS))
+    block_p = max(2, min(_pow2(parts), 16 if small else _LNB_SUM_ROWS))
     sum_launch = _colsum[(_cdiv(N, block_c),)] if sums else None
     sum_consts = dict(WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_P=block_p,
                       BLOCK_N=block_c, num_warps=4)

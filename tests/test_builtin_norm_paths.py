@@ -1,0 +1,211 @@
+"""The GPU-sized code paths of the builtin layer norm backward and group norm kernels, in Triton's
+CPU interpreter.
+
+The interpreter normally plans small tiles; these tests patch the generated module's `_INTERPRET`
+(the wrapper's planning only: the kernels still run in the interpreter) or its knobs so that the
+paths the H200 takes run here too: the layer norm backward's tile-shaped column sums over several
+row steps per program with a ragged last step and the one-step partial-row reduction, and group
+norm's persistent whole-group kernel (16-byte aligned bodies with unaligned heads and tails,
+channel by channel or with per-element weights), next to the split kernels it replaces.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from builtin_support import assert_compiles_for_sm90, compare, load_kernel, materialize_case
+
+from agent.providers.builtin import codegen
+from agent.providers.builtin.request import KernelRequest
+from evaluator.testcase import TestCase, parse_case
+
+LN_BWD = "native_layer_norm_backward.default"
+GN = "native_group_norm.default"
+
+
+def _write(module: str, op: str, cases: list[TestCase]) -> str:
+    mod = importlib.import_module(f"agent.providers.builtin.{module}")
+    text = mod.WRITERS[op](KernelRequest(op, str(codegen.schema_of(op)), cases, 0))
+    assert text is not None
+    return text
+
+
+def _load(module: str, op: str, cases: list[TestCase], tmp: Path, **knobs: Any):
+    """The op's kernel with module constants of the generated file replaced by `knobs`."""
+    kernel = load_kernel(op, _write(module, op, cases), tmp)
+    for name, value in knobs.items():
+        assert name in kernel.__globals__, name
+        kernel.__globals__[name] = value
+    return kernel
+
+
+def _upcast(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
+        return value.float()
+    if isinstance(value, list | tuple):
+        return type(value)(_upcast(v) for v in value)
+    return value
+
+
+# ---------------------------------------------------------------- layer norm backward
+
+# [rows, N]: rows that leave the last program a partial row step, N below and at the padded
+# tile width, each dtype, every output_mask pattern the kernel branches on, no weight
+LN_BWD_CASES = [
+    "((T([37, 768], bf16), T([37, 768], bf16), [768], T([37, 1], f32), T([37, 1], f32), T([768], bf16), T([768], bf16), [True, True, True]), {})",
+    "((T([3, 7, 300], f16), T([3, 7, 300], f16), [300], T([3, 7, 1], f32), T([3, 7, 1], f32), T([300], f16), T([300], f16), [True, True, True]), {})",
+    "((T([50, 33], f32), T([50, 33], f32), [33], T([50, 1], f32), T([50, 1], f32), T([33], f32), T([33], f32), [False, True, True]), {})",
+    "((T([23, 64], f32), T([23, 64], f32), [64], T([23, 1], f32), T([23, 1], f32), T([64], f32), None, [True, True, False]), {})",
+    "((T([19, 30], f64), T([19, 30], f64), [30], T([19, 1], f64), T([19, 1], f64), None, T([30], f64), [True, False, True]), {})",
+    "((T([1, 128], bf16), T([1, 128], bf16), [128], T([1, 1], f32), T([1, 1], f32), T([128], bf16), T([128], bf16), [True, True, True]), {})",
+]
+
+# knobs of the generated file: GPU planning (big tiles, 3 pipeline stages, 2 programs per "SM"
+# of the CPU's 4-program target) and the swept alternatives, each forcing a different step shape
+LN_BWD_KNOBS = [
+    {"_INTERPRET": False},
+    {"_INTERPRET": False, "_LNB_ROWS": 8, "_LNB_WARPS": 4, "_LNB_STAGES": 1},
+    {"_INTERPRET": False, "_LNB_ROWS": 1, "_LNB_PROGRAMS_PER_SM": 8, "_LNB_SUM_ROWS": 2,
+     "_LNB_SUM_COLS": 4},
+    {},
+]  # fmt: skip
+
+
+def _ln_bwd_problems(kernel: Any, cases: list[str]) -> list[str]:
+    """Outputs against eager on fp32 copies rounded to the dtype (CPU eager sums half-precision
+    weight gradients in half precision; the kernel accumulates in fp32)."""
+    eager = torch.ops.aten.native_layer_norm_backward.default
+    problems: list[str] = []
+    for index, text in enumerate(cases):
+        args, kwargs = materialize_case(
+            LN_BWD, parse_case(text), torch.Generator().manual_seed(index)
+        )
+        got = kernel(*args, **kwargs)
+        want = eager(*_upcast(args), **kwargs)
+        want = tuple(
+            None if w is None else w.to(g.dtype if g is not None else w.dtype)
+            for w, g in zip(want, got, strict=True)
+        )
+        problems += [f"case {index}: {p}" for p in compare("output", got, want)]
+    return problems
+
+
+@pytest.mark.parametrize(
+    "knobs", LN_BWD_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "interpreter"
+)
+def test_layer_norm_backward_matches_eager_on_gpu_sized_plans(knobs: dict, tmp_path: Path) -> None:
+    cases = [parse_case(c) for c in LN_BWD_CASES]
+    kernel = _load("norm", LN_BWD, cases, tmp_path, **knobs)
+    assert _ln_bwd_problems(kernel, LN_BWD_CASES) == []
+
+
+def test_layer_norm_backward_gpu_plan_is_deterministic_over_ragged_row_steps(
+    tmp_path: Path,
+) -> None:
+    """The 37-row case under GPU planning: 4-row steps, 2 programs of 20 rows (the CPU's target
+    of 4 programs, 2 per "SM" of 4), so the tile-shaped column sums add over 5 steps and the
+    second program ends on a 1-row step; a second call gives the same bits."""
+    case = parse_case(LN_BWD_CASES[0])
+    kernel = _load("norm", LN_BWD, [case], tmp_path, _INTERPRET=False)
+    assert kernel.__globals__["_ln_blocks"](37, 768, 1) == (True, 4, 1024)
+    args, kwargs = materialize_case(LN_BWD, case, torch.Generator().manual_seed(0))
+    first = kernel(*args, **kwargs)
+    again = kernel(*args, **kwargs)
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+
+
+# ---------------------------------------------------------------- group norm
+
+# odd HxW (every group and channel starts unaligned), groups shorter than a 16-byte vector,
+# channels per group with planes shorter (per-element weights) and longer (per channel) than a
+# loop step, weight or bias missing, each dtype
+GN_CASES = [
+    "((T([2, 6, 37], f16), T([6], f16), T([6], f16), 2, 6, 37, 6, 1e-05), {})",
+    "((T([3, 8, 3], bf16), T([8], bf16), T([8], bf16), 3, 8, 3, 8, 1e-05), {})",
+    "((T([2, 12, 5, 5], f32), T([12], f32), T([12], f32), 2, 12, 25, 4, 1e-05), {})",
+    "((T([2, 4, 1001], bf16), None, T([4], bf16), 2, 4, 1001, 2, 1e-05), {})",
+    "((T([2, 6, 77], f64), T([6], f64), None, 2, 6, 77, 3, 1e-05), {})",
+    "((T([4, 4, 999], f16), T([4], f16), T([4], f16), 4, 4, 999, 4, 1e-05), {})",
+]
+
+
+def _gn_problems(kernel: Any, cases: list[str]) -> list[str]:
+    eager = torch.ops.aten.native_group_norm.default
+    problems: list[str] = []
+    for index, text in enumerate(cases):
+        args, kwargs = materialize_case(GN, parse_case(text), torch.Generator().manual_seed(index))
+        got = kernel(*args, **kwargs)
+        want = eager(*args, **kwargs)
+        problems += [f"case {index}: {p}" for p in compare("output", got, want)]
+    return problems
+
+
+GN_KNOBS = [
+    {"_GN_FUSED_MIN_GROUPS": 1},  # every case through the whole-group kernel
+    {"_GN_FUSED_MIN_GROUPS": 1, "_INTERPRET": False, "_GN_FUSED_BLOCK": 64},  # GPU planning
+    {"_GN_FUSED": False},  # the split kernels
+]
+
+
+@pytest.mark.parametrize(
+    "knobs", GN_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items())
+)
+def test_group_norm_matches_eager_on_each_path(knobs: dict, tmp_path: Path) -> None:
+    cases = [parse_case(c) for c in GN_CASES]
+    kernel = _load("norm_extra", GN, cases, tmp_path, **knobs)
+    assert _gn_problems(kernel, GN_CASES) == []
+
+
+def test_group_norm_fused_path_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
+    """ROUND_STATS in the whole-group kernel: y = x*a + (beta - a*mean) from the stored f16
+    statistics, as CUDA eager computes it (run here on CPU tensors)."""
+    case = GN_CASES[5]
+    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_FUSED_MIN_GROUPS=1,
+                   _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
+    x, w, b = args[0], args[1], args[2]
+    out, mean, rstd = kernel(*args)
+    a = rstd.float() * w.float()  # [N, C]: one channel per group
+    want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
+    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+
+
+def test_group_norm_plans_whole_groups_only_where_they_fit(tmp_path: Path) -> None:
+    """GPU planning: the 2048 groups of [4, 512, 31999] take the whole-group kernel (264 programs
+    on 132 SMs, per channel, 16.9 MB of groups between their reads); few groups or groups whose
+    second read would leave L2 take the split kernels."""
+    kernel = _load("norm_extra", GN, [parse_case(GN_CASES[0])], tmp_path, _INTERPRET=False,
+                   _GN_FUSED_MIN_GROUPS=256)  # fmt: skip
+    g = kernel.__globals__
+    g["_num_sms"] = lambda device: 132
+    x = torch.empty(1, dtype=torch.float16)
+    assert g["_gn_fused_plan"](x, 2048, 31999, 31999, 1) == (264, True, 4096, 8, 3)
+    assert g["_gn_fused_plan"](x, 32, 200704, 3136, 64) is None  # G=1: 32 groups
+    assert g["_gn_fused_plan"](x, 4096, 1 << 20, 1 << 20, 1) is None  # 2 MB groups
+    plan = g["_gn_fused_plan"](x, 1024, 1960, 196, 10)  # short planes: per-element weights
+    assert plan is not None and plan[1] is False
+
+
+def test_new_paths_compile_for_an_sm90_gpu() -> None:
+    """The trace's largest cases, GPU-planned (the compile child runs without the interpreter)."""
+    jobs = {
+        ("norm", LN_BWD): [
+            "((T([8, 1024, 768], bf16), T([8, 1024, 768], bf16), [768], T([8, 1024, 1], f32), T([8, 1024, 1], f32), T([768], bf16), T([768], bf16), [True, True, True]), {})",
+            "((T([8, 128, 128], f32), T([8, 128, 128], f32), [128], T([8, 128, 1], f32), T([8, 128, 1], f32), T([128], f32), T([128], f32), [True, True, True]), {})",
+        ],
+        ("norm_extra", GN): [
+            "((T([4, 512, 3999], f16), T([512], f16), T([512], f16), 4, 512, 3999, 512, 1e-05), {})",
+            "((T([4, 1024, 7], f32), T([1024], f32), T([1024], f32), 4, 1024, 7, 256, 1e-05), {})",
+            "((T([2, 512, 4100], bf16), T([512], bf16), None, 2, 512, 4100, 256, 1e-05), {})",
+            "((T([2, 512, 33], f64), None, None, 2, 512, 33, 128, 1e-05), {})",
+        ],
+    }  # fmt: skip
+    batch = []
+    for (module, op), texts in jobs.items():
+        cases = [parse_case(t) for t in texts]
+        batch.append((op, _write(module, op, cases), cases))
+    assert_compiles_for_sm90(batch)
