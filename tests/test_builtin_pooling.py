@@ -84,6 +84,36 @@ S2_CASES = [
     "((T([2, 3, 5, 5], f32, [100, 25, 5, 1]), T([2, 3, 9, 9], f32), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 5, 5], i64)), {})",
 ]
 
+# avg_pool2d on dense NCHW inputs. Windows that tile the plane (the row-pair kernel): KW 2 and
+# 1, planes tiled exactly and with unused last rows/columns, ceil_mode that adds no window, a
+# divisor override, every float dtype, a 3-D input, a plane wider than one column tile. Then
+# the flat kernel: 3x3/1 pad 1 with and without count_include_pad on odd planes (17, 35 wide)
+# and on an output one program covers exactly (no tail mask), 5x5 pad 2, stride 2 pad 1,
+# ceil_mode windows hanging off the plane, KW 3 tiles, a divisor override; 1x1 windows tile
+# the plane (KW 1); the last two (channels-last, strided) go to the generic kernel
+FWD_CASES = [
+    "((T([2, 3, 8, 12], bf16), [2, 2], [2, 2], [0, 0], True, False), {})",
+    "((T([2, 3, 7, 9], f16), [2, 2], [2, 2]), {})",
+    "((T([3, 6, 10], f32), [3, 2], [3, 2], [0, 0], False, True, 5), {})",
+    "((T([1, 2, 9, 5], f64), [3, 1], [3, 1]), {})",
+    "((T([1, 2, 4, 2100], f16), [2, 2], [2, 2]), {})",
+    "((T([2, 5, 17, 17], f16), [3, 3], [1, 1], [1, 1]), {})",
+    "((T([2, 3, 35, 35], f16), [3, 3], [1, 1], [1, 1], False, False), {})",
+    "((T([2, 4, 8, 8], bf16), [3, 3], [1, 1], [1, 1]), {})",
+    "((T([2, 3, 9, 11], bf16), [5, 5], [1, 1], [2, 2], False, False), {})",
+    "((T([2, 3, 9, 10], f32), [3, 3], [2, 2], [1, 1], True, True), {})",
+    "((T([2, 3, 7, 8], bf16), [3, 3], [2, 2], [1, 0], True, False), {})",
+    "((T([2, 3, 9, 9], f16), [3, 3], [3, 3]), {})",
+    "((T([3, 7, 5], f64), [3, 3], [1, 1], [1, 1], False, True, 4), {})",
+    "((T([2, 3, 5, 6], f32), [1, 1], [1, 1]), {})",
+    "((T([2, 7, 9, 9], f16, [567, 1, 63, 7]), [2, 2], [2, 2]), {})",
+    "((T([2, 3, 9, 9], f32, [486, 162, 18, 2]), [3, 3], [1, 1], [1, 1]), {})",
+]
+FWD_KERNELS = (
+    ["_avg_pool_tile_kernel"] * 5 + ["_avg_pool_flat_kernel"] * 8 + ["_avg_pool_tile_kernel"]
+    + ["_avg_pool_kernel"] * 2
+)  # fmt: skip
+
 OUTPUT_FORMAT_CASES = [
     ("max_pool2d_with_indices.default", CASES["max_pool2d_with_indices.default"][0]),
     ("max_pool2d_with_indices_backward.default", CASES["max_pool2d_with_indices_backward.default"][0]),
@@ -161,6 +191,7 @@ def test_pooling_kernels_compile_for_an_sm90_gpu() -> None:
         batch.append((op, _write(op, cases), cases))
         batch.append((op, _force_int64_offsets(_write(op, cases[:1])), cases[:1]))
     for op, texts in (
+        ("avg_pool2d.default", FWD_CASES),
         ("avg_pool2d_backward.default", TILE_CASES),
         ("max_pool2d_with_indices_backward.default", S2_CASES),
     ):
@@ -233,3 +264,34 @@ def test_max_pool_backward_stride2_switch_off_uses_the_gather_kernel() -> None:
     cases = [parse_case(c) for c in S2_CASES[:2]]
     text = _write(op, cases).replace("_MAX_POOL_BWD_S2 = True", "_MAX_POOL_BWD_S2 = False")
     assert set(_launched_kernels(op, text, cases)) == {"_max_pool_bwd_kernel"}
+
+
+def test_avg_pool_dense_nchw_paths_match_eager() -> None:
+    op = "avg_pool2d.default"
+    cases = [parse_case(c) for c in FWD_CASES]
+    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
+
+
+def test_avg_pool_dense_nchw_paths_int64_offsets_match_eager() -> None:
+    op = "avg_pool2d.default"
+    cases = [parse_case(c) for c in FWD_CASES[:1] + FWD_CASES[5:8] + FWD_CASES[10:11]]
+    text = _force_int64_offsets(_write(op, cases))
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
+
+
+def test_avg_pool_takes_the_tile_kernel_for_tiling_windows_else_the_flat_one_on_dense_nchw() -> (
+    None
+):
+    op = "avg_pool2d.default"
+    cases = [parse_case(c) for c in FWD_CASES]
+    assert _launched_kernels(op, _write(op, cases), cases) == FWD_KERNELS
+
+
+def test_avg_pool_tile_switch_off_uses_the_flat_kernel_and_both_off_the_generic_one() -> None:
+    op = "avg_pool2d.default"
+    cases = [parse_case(c) for c in FWD_CASES[:2]]
+    text = _write(op, cases).replace("_AVG_POOL_TILE = True", "_AVG_POOL_TILE = False")
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
+    assert set(_launched_kernels(op, text, cases)) == {"_avg_pool_flat_kernel"}
+    text = text.replace("_AVG_POOL_FLAT = True", "_AVG_POOL_FLAT = False")
+    assert set(_launched_kernels(op, text, cases)) == {"_avg_pool_kernel"}
