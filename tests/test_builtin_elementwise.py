@@ -265,8 +265,22 @@ STRIDED_CASES = {
 }  # fmt: skip
 
 
-def _strided_launches(op: str, texts: list[str], source: str) -> None:
-    """Every case takes `_kernel` (launch 2) and matches eager."""
+def _set_constant(text: str, name: str, value: object) -> str:
+    """The same file with module constant `name` set to `value` (as knob_sweep sets it)."""
+    line = re.search(rf"^{name} = .*$", text, re.M)
+    assert line is not None, name
+    return text[: line.start()] + f"{name} = {value!r}" + text[line.end() :]
+
+
+def _tiny_tiles(text: str) -> str:
+    """`_kernel_tile` for every strided case here, with several row and column blocks."""
+    text = _set_constant(text, "_TILE_ELEMS_CPU", 16)
+    return _set_constant(text, "_TILE_MIN_ELEMS", 1)
+
+
+def _strided_launches(op: str, texts: list[str], source: str, launch: int) -> None:
+    """Every case takes the strided kernel `launch` (2 `_kernel`, 4 `_kernel_tile`) and matches
+    eager."""
     cases = [parse_case(t) for t in texts]
     assert run_generated(op, source, cases) == []
     with TemporaryDirectory() as tmp:
@@ -275,13 +289,19 @@ def _strided_launches(op: str, texts: list[str], source: str) -> None:
             args, kwargs = materialize_case(op, case, torch.Generator().manual_seed(index))
             fn(*args, **kwargs)
             plans = fn.__globals__["_PLANS"]
-            assert [plan[0] for plan in plans.values()][-1] == 2, case.serialize()
+            assert [plan[0] for plan in plans.values()][-1] == launch, case.serialize()
 
 
+# the strided kernels: `_kernel` (tiles off) and `_kernel_tile` with several blocks per axis
+STRIDED_KERNELS = {2: lambda text: _set_constant(text, "_TILE", False), 4: _tiny_tiles}
+
+
+@pytest.mark.parametrize("launch", sorted(STRIDED_KERNELS))
 @pytest.mark.parametrize("op", sorted(STRIDED_CASES))
-def test_strided_path_of_each_arity_matches_eager(op: str) -> None:
+def test_strided_path_of_each_arity_matches_eager(op: str, launch: int) -> None:
     cases = [parse_case(t) for t in STRIDED_CASES[op]]
-    _strided_launches(op, STRIDED_CASES[op], write(op, cases))
+    source = STRIDED_KERNELS[launch](write(op, cases))
+    _strided_launches(op, STRIDED_CASES[op], source, launch)
 
 
 def _force_int64_offsets(text: str) -> str:
@@ -291,10 +311,98 @@ def _force_int64_offsets(text: str) -> str:
     return text.replace(old, "idx64 = True")
 
 
+@pytest.mark.parametrize("launch", sorted(STRIDED_KERNELS))
 @pytest.mark.parametrize("op", sorted(STRIDED_CASES))
-def test_strided_path_with_int64_offsets_matches_eager(op: str) -> None:
+def test_strided_path_with_int64_offsets_matches_eager(op: str, launch: int) -> None:
     cases = [parse_case(t) for t in STRIDED_CASES[op]]
-    _strided_launches(op, STRIDED_CASES[op], _force_int64_offsets(write(op, cases)))
+    source = STRIDED_KERNELS[launch](_force_int64_offsets(write(op, cases)))
+    _strided_launches(op, STRIDED_CASES[op], source, launch)
+
+
+# rotary-embedding halves: contiguous 32/64-element rows, dims 1 and 2 transposed; odd row sizes
+ROTARY_CASES = [
+    "((T([2, 4, 40, 32], bf16, [20480, 64, 512, 1]),), {})",
+    "((T([1, 4, 24, 64], f16, [12288, 128, 512, 1]),), {})",
+    "((T([3, 5, 7, 31], f32, [4340, 62, 620, 1]),), {})",
+]
+
+
+def test_tile_kernel_reads_rotary_halves_in_vector_rows() -> None:
+    """Default tiles (one program covers whole rows): the case plans `_kernel_tile`, with the
+    unit-stride rows promised 16-element aligned where the strides allow it."""
+    source = write("neg.default", [parse_case(t) for t in ROTARY_CASES])
+    assert check("neg.default", ROTARY_CASES) == []
+    with TemporaryDirectory() as tmp:
+        fn = load_kernel("neg.default", source, Path(tmp))
+        x = torch.randn(2, 64, 4, 64, dtype=torch.bfloat16).permute(0, 2, 1, 3)[..., :32]
+        _same(fn(x), -x)
+        plan = next(iter(fn.__globals__["_PLANS"].values()))
+        assert plan[0] == 4 and plan[7] == (64, 32)
+        assert plan[9][-2:] == (16, True)  # ALIGN, EVEN_C
+
+
+def _expanded_calls() -> list[tuple]:
+    """div.Scalar on per-channel values expanded over H*W (stride-0 inner dims), as torchbench
+    records them: column counts divisible by 16 (masked), not (power-of-two column blocks), odd."""
+
+    def per_channel(n: int, c: int, hw: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        base = torch.randn(n, c, dtype=dtype).view(n, c, *([1] * len(hw)))
+        return base.expand(n, c, *hw)
+
+    return [
+        (per_channel(3, 40, (28, 28), torch.bfloat16), 784),
+        (per_channel(2, 96, (14, 14), torch.bfloat16), 196),
+        (per_channel(2, 33, (7, 7), torch.float16), 49),
+        (per_channel(4, 20, (2048,), torch.float32), 2048),
+        (per_channel(2, 3, (5, 37), torch.float32), -3),
+    ]
+
+
+@pytest.mark.parametrize("tiles", ["default", "tiny"])
+def test_tile_kernel_on_stride_zero_inner_dims_matches_eager(tiles: str) -> None:
+    source = write("div.Scalar", [])
+    if tiles == "tiny":
+        source = _tiny_tiles(source)
+    with TemporaryDirectory() as tmp:
+        fn = load_kernel("div.Scalar", source, Path(tmp))
+        for x, other in _expanded_calls():
+            _same(fn(x, other), torch.div(x, other))
+            if tiles == "tiny":
+                assert list(fn.__globals__["_PLANS"].values())[-1][0] == 4
+
+
+def test_tile_kernel_with_row_broadcast_zero_dim_and_number_operands() -> None:
+    """add with a [C] operand (row stride 0), a 0-d tensor, a number; where with a bool mask
+    broadcast along rows and columns; in-place with a transposed operand (columns step by 7)."""
+    with TemporaryDirectory() as tmp:
+        add = _tiny_tiles(write("add.Tensor", []))
+        fn = load_kernel("add.Tensor", add, Path(tmp) / "add")
+        x = torch.randn(6, 10, dtype=torch.float16)[:, 1:8]
+        bias = torch.randn(7, dtype=torch.float16)
+        _same(fn(x, bias), x + bias)
+        _same(fn(x, torch.tensor(2.0), alpha=3), torch.add(x, torch.tensor(2.0), alpha=3))
+        _same(fn(x, 1.5), x + 1.5)
+        assert {p[0] for p in fn.__globals__["_PLANS"].values()} == {4}
+        where = _tiny_tiles(write("where.self", []))
+        fn = load_kernel("where.self", where, Path(tmp) / "where")
+        cond = torch.rand(5, 1) > 0.5  # stride 0 along the rows of y
+        y = torch.randn(3, 5, 14)[..., ::2]
+        _same(fn(cond, y, torch.tensor(-1.0)), torch.where(cond, y, torch.tensor(-1.0)))
+        mul = _tiny_tiles(write("mul_.Tensor", []))
+        fn = load_kernel("mul_.Tensor", mul, Path(tmp) / "mul")
+        z = torch.randn(6, 8)
+        other = torch.randn(8, 7)[:, :6].t()  # [6, 8] with strides [1, 7]: not dense
+        want = z * other
+        assert fn(z, other) is z
+        _same(z, want)
+        assert list(fn.__globals__["_PLANS"].values())[-1][0] == 4
+
+
+def test_tile_plan_keeps_the_strided_kernel_for_tiny_uneven_inner_dims(tmp_path: Path) -> None:
+    fn, module = _load("neg.default", tmp_path)
+    x = torch.randn(400, 4, 4)[:, :3, :3]  # rows of 3, 3 rows: tiles of one element
+    _same(fn(x), -x)
+    assert next(iter(module["_PLANS"].values()))[0] == 2
 
 
 class _Counting:
@@ -630,6 +738,7 @@ def test_kernels_compile_for_an_sm90_gpu() -> None:
         "div.Tensor_mode": ["((T([9], f32), T([9], f32)), {'rounding_mode': 'floor'})", "((T([9], i64), T([9], i64)), {'rounding_mode': 'floor'})"],
         "gelu_backward.default": ["((T([9], bf16), T([9], bf16)), {'approximate': 'tanh'})"],
         "neg.default": ["((T([1, 32, 12, 8], f16, [6144, 16, 512, 1]),), {})"],  # strided unary
+        "div.Scalar": ["((T([4, 6, 5], bf16, [30, 5, 1]), 3.0), {})"],
         "where.self": [STRIDED_CASES["where.self"][0]],
     }  # fmt: skip
     batch = []
@@ -639,4 +748,36 @@ def test_kernels_compile_for_an_sm90_gpu() -> None:
     for op in ("neg.default", "add.Tensor"):  # the strided path with int64 offsets too
         cases = [parse_case(t) for t in STRIDED_CASES[op][:1]]
         batch.append((op, _force_int64_offsets(write(op, cases)), cases))
+    for op in ("neg.default", "add.Tensor", "where.self"):  # `_kernel` with tiles off
+        cases = [parse_case(t) for t in STRIDED_CASES[op][:1]]
+        batch.append((op, _set_constant(write(op, cases), "_TILE", False), cases))
+    cases = [parse_case(t) for t in ROTARY_CASES]
+    batch.append(("neg.default", write("neg.default", cases), cases))
     assert_compiles_for_sm90(batch)
+
+
+def test_gelu_and_its_backward_without_erf_stay_as_accurate_as_eager(tmp_path: Path) -> None:
+    """`_normal_tail` replaces erf for f16/bf16/f32: over a dense sweep (large |x| included) the
+    error vs float64 stays below eager's own, and +-inf / NaN give CUDA eager's inf, NaN, NaN."""
+    x = torch.cat([torch.linspace(-12, 12, 200_001), torch.tensor([5.99, 6.0, -6.0, -6.01])])
+    gelu = load_kernel("gelu.default", write("gelu.default", []), tmp_path / "f")
+    backward = load_kernel(
+        "gelu_backward.default", write("gelu_backward.default", []), tmp_path / "b"
+    )
+    g = torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
+    for dtype in (torch.float32, torch.float16):
+        xd, gd = x.to(dtype), g.to(dtype)
+        for ours, eager, ref in (
+            (gelu(xd), torch.nn.functional.gelu(xd), torch.nn.functional.gelu(xd.double())),
+            (
+                backward(gd, xd),
+                torch.ops.aten.gelu_backward(gd, xd),
+                torch.ops.aten.gelu_backward(gd.double(), xd.double()),
+            ),
+        ):
+            ours_err = (ours.double() - ref).abs().max().item()
+            eager_err = (eager.double() - ref).abs().max().item()
+            assert ours_err <= max(eager_err, 5e-7), (dtype, ours_err, eager_err)
+    special = torch.tensor([float("inf"), -float("inf"), float("nan"), -100.0, 100.0])
+    out = gelu(special)
+    assert out[[0, 3, 4]].tolist() == [float("inf"), 0.0, 100.0] and out[1:3].isnan().all()

@@ -23,7 +23,10 @@ compute `out` from the loaded values. `render` turns a spec into a standalone ke
   device that the plan owns (written once by `_store_geometry`, a one-program kernel: no host-to-
   device copy), so a launch passes one pointer instead of ~6 ints per operand (each launch
   argument costs host time in the launcher); NDIM and which operands are linear are one
-  constexpr, LAYOUT;
+  constexpr, LAYOUT. Such plans normally launch `_kernel_tile` instead: the two innermost merged
+  dims form a [BLOCK_R, BLOCK_C] tile and outer coordinates are per-program scalars, so no element
+  pays a division, rows with unit inner stride are read in 16-byte vectors and operands broadcast
+  along the row (stride 0) are loaded and computed once per row (`_TILE*` constants: knobs);
 - arithmetic runs in f32 for f16/bf16/f32 (f64 stays f64, integers stay integers), values are cast
   back on store; offsets are int64 only when an offset can pass 2**31.
 
@@ -96,6 +99,24 @@ def _tanh(x):
     t = tl.exp(-2.0 * tl.abs(x))
     y = (1.0 - t) / (1.0 + t)
     return tl.where(x < 0, -y, y)
+""",
+    "_normal_tail": """
+@triton.jit
+def _normal_tail(a):
+    # Phi(-a) for a >= 0 (float32) as 2 ** q(a): q is a degree-8 fit of log2(Phi(-a)) on [0, 6],
+    # weighted so Phi's absolute error is at most 5e-8 (f32 Horner; libdevice erff + eager's
+    # 1 + erf round to about 1e-7): eight FMAs with immediate coefficients and one exp2, no
+    # branches or coefficient selects (erff costs ~25 instructions). 0 from a = 6 on
+    # (Phi(-6) = 1e-9) and for NaN, so gelu(+-inf) and gelu(NaN) stay eager's inf, NaN, NaN.
+    q = -2.772272637230344e-06 * a + 3.862351877614856e-05
+    q = q * a - 0.00018256141629535705
+    q = q * a - 0.00014583446318283677
+    q = q * a + 0.007075420580804348
+    q = q * a - 0.05250498652458191
+    q = q * a - 0.45920491218566895
+    q = q * a - 1.1511057615280151
+    q = q * a - 1.0
+    return tl.where(a < 6.0, tl.exp2(q), 0.0)
 """,
     "_log1p": """
 @triton.jit
@@ -228,6 +249,17 @@ _REQUIRED = object()  # marks a parameter without a default that follows one wit
 _PLANS = {}
 _empty_strided = torch.empty_strided
 _CAPTURED = []  # geometry tensors of plans built during CUDA graph capture (not cached)
+
+# `_kernel_tile` (strided plans): a program owns a [BLOCK_R, BLOCK_C] tile of the two innermost
+# merged dims; outer coordinates are per-program scalars, so no element pays a division, and an
+# operand with unit inner stride is read in 16-byte vectors. Read by `_build` (once per plan).
+_TILE = True  # False: strided plans use `_kernel` (one div/mod per merged dim per element)
+_TILE_ELEMS = 2048  # elements per program on a GPU (BLOCK_R * BLOCK_C at most)
+_TILE_ELEMS_CPU = 16384  # the interpreter runs programs one by one: fewer, larger tiles
+_TILE_WARPS = 4
+_TILE_MAX_COLS = 1024  # BLOCK_C at most
+_TILE_MAX_WASTE = 0.125  # padding (masked lanes) allowed per tile axis, as a fraction
+_TILE_MIN_ELEMS = 256  # smaller tiles (tiny inner dims) keep `_kernel`
 
 _FLOAT_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
 _INT_BITS = {torch.uint8: 8, torch.int8: 8, torch.int16: 16, torch.int32: 32, torch.int64: 64}
@@ -413,6 +445,45 @@ def _extent(sizes, strides):
     return sum((n - 1) * abs(s) for n, s in zip(sizes, strides))
 
 
+def _tile_block(size, limit):
+    """The largest power of two <= limit whose padding of `size` stays within _TILE_MAX_WASTE."""
+    block = min(triton.next_power_of_2(size), limit)
+    while block > 1 and -(-size // block) * block - size > _TILE_MAX_WASTE * size:
+        block //= 2
+    return block
+
+
+def _tile_plan(ndim, sizes, merged, n, device):
+    """(BLOCK_R, BLOCK_C, grid, layout, align) of `_kernel_tile` for a merged plan, or None when
+    its tiles would be too small (tiny, unevenly divided inner dims: `_kernel` is cheaper).
+
+    layout: NDIM + per operand i (0 = out) bit 3 + 2i when its inner stride is 1 (vector loads
+    along the row) and bit 4 + 2i when it is 0 (one load per row, broadcast along it). align:
+    the power of two (<= 16) that divides every row and outer stride of the unit-inner operands,
+    promised to the compiler (`tl.multiple_of`) so row starts allow vector accesses."""
+    elems = _TILE_ELEMS if device.type == "cuda" else _TILE_ELEMS_CPU
+    rows, cols = sizes[-2], sizes[-1]
+    block_c = _tile_block(cols, min(_TILE_MAX_COLS, elems))
+    if cols % block_c and cols % 16 and cols & -cols >= 4:
+        # a column mask Triton cannot prove constant over 16 elements (cols % 16 != 0) forbids
+        # vector accesses; columns a power-of-two divisor wide need no column mask at all
+        block_c = min(cols & -cols, block_c)
+    block_r = _tile_block(rows, max(1, elems // block_c))
+    if block_r * block_c < min(_TILE_MIN_ELEMS, n):
+        return None
+    grid = n // (rows * cols) * -(-rows // block_r) * -(-cols // block_c)
+    layout, align = ndim, 16
+    for i, st in enumerate(merged):
+        if st[-1] == 1:
+            layout += 8 << (2 * i)
+            for s in st[_MAX_DIMS - ndim : -1]:
+                while s % align:
+                    align //= 2
+        elif st[-1] == 0:
+            layout += 16 << (2 * i)
+    return block_r, block_c, (grid,), layout, align
+
+
 def _geometry(sizes, merged, idx64, device):
     """The merged sizes and each operand's strides as a tensor on `device`, read by `_kernel`
     (one pointer instead of ~6 launch arguments per operand). Filled by a one-program kernel (no
@@ -440,10 +511,13 @@ def _build(key, operands, a, out):
     `out` is None (functional: the plan says how to allocate), `self` (in-place) or the out=
     tensor. Returns (launch, cdt, shape, strides, dtype, device, grid, block, num_warps, mid)
     followed by (mode, zero) per operand. launch: 0 nothing to do (no elements), 1 `_kernel_flat`,
-    2 `_kernel`, 3 contiguous copies first (`_launch_copies`). mid: the launch arguments from `n`
-    through IDX64 (for `_kernel`, the plan's geometry tensor from `_geometry` among them). mode: None when the kernel reads the operand (a tensor on the output's device;
-    its value argument is `zero`), else how to turn the argument into a by-value kernel argument
-    (a number, or a 0-d tensor on another device such as a CPU scalar beside CUDA tensors).
+    2 `_kernel`, 3 contiguous copies first (`_launch_copies`), 4 `_kernel_tile` (block is then
+    (BLOCK_R, BLOCK_C)). mid: the launch arguments from `n` (for `_kernel_tile`: rows, cols)
+    through IDX64 (then ALIGN, EVEN_C for `_kernel_tile`; for the strided kernels, the plan's geometry tensor
+    from `_geometry` among them). mode: None when the kernel reads the operand (a tensor on the
+    output's device; its value argument is `zero`), else how to turn the argument into a by-value
+    kernel argument (a number, or a 0-d tensor on another device such as a CPU scalar beside
+    CUDA tensors).
     """
     out_dtype, cdt, _, _, zeros = _dtype_plan(a)
     tensors = [v for v in operands if isinstance(v, torch.Tensor)]
@@ -525,8 +599,15 @@ def _build(key, operands, a, out):
                 wide = any(_extent(sizes, st) >= 2**31 for st in merged)
                 idx64 = wide or n + block >= 2**31
                 geo = _geometry(sizes, merged, idx64, device)
-                layout = ndim + sum(8 << i for i, lin in enumerate(linear) if lin)
-                launch, mid = 2, (n, geo, layout, *tail, idx64)
+                tile = _tile_plan(ndim, sizes, merged, n, device) if _TILE else None
+                if tile is not None:
+                    block_r, block_c, grid, layout, align = tile
+                    block, warps = (block_r, block_c), _TILE_WARPS
+                    even = sizes[-1] % block_c == 0
+                    launch, mid = 4, (sizes[-2], sizes[-1], geo, layout, *tail, idx64, align, even)
+                else:
+                    layout = ndim + sum(8 << i for i, lin in enumerate(linear) if lin)
+                    launch, mid = 2, (n, geo, layout, *tail, idx64)
                 if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
                     # the geometry is written when the graph replays: keep it for the graph only
                     _CAPTURED.append(geo)
@@ -671,6 +752,125 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     return f"{decorator}\ndef {name}(\n{signature},\n):\n" + "\n".join(lines) + "\n"
 
 
+def _tile_kernel_source(spec: Elementwise) -> str:
+    """`_kernel_tile`: a strided plan's two innermost merged dims as a [BLOCK_R, BLOCK_C] tile.
+
+    The program id splits (scalar math, once per program) into a column block, a row block and
+    the outer merged dims; each operand's row starts are its outer offset plus one multiply per
+    row. Along the row an operand steps by 1 (contiguous: vector loads, aligned by ALIGN), by 0
+    (broadcast: one load per row) or by its stride. `_kernel`'s per-element div/mod per merged
+    dim (dozens of integer instructions an element) is what this avoids. Operands keep their
+    natural shapes ([BLOCK_R, BLOCK_C], [BLOCK_R, 1] when broadcast along the row, [1, 1] for a
+    number or a 0-d tensor), so a body over row-broadcast operands (div.Scalar on an expanded
+    input) computes once per row; `out` is broadcast to the tile on store."""
+    if re.search(r"\bBLOCK\b", spec.body):
+        raise ValueError("a body for `_kernel_tile` must not use BLOCK (use zeros_like(x))")
+    vars_ = [o.var for o in spec.operands]
+    scalar_vars = [var for _, var in spec.scalars]
+    every = ["out", *vars_]
+    params = ["out_ptr", *(f"{v}_ptr" for v in vars_), *(f"{v}_val" for v in vars_)]
+    params += [*scalar_vars, "rows", "cols", "geo_ptr"]
+    constexpr = ["LAYOUT", *(f"{v.upper()}_SCALAR" for v in vars_)]
+    constexpr += ["CDT", "FLOAT", "OUT_BOOL", "IDX64", "ALIGN", "EVEN_C"]
+    constexpr += [*(name for name, _ in spec.constexprs), "BLOCK_R", "BLOCK_C"]
+    no_spec = [f"{v}_val" for v in vars_] + scalar_vars
+    signature = ",\n".join(
+        ["    " + p for p in params] + [f"    {c}: tl.constexpr" for c in constexpr]
+    )
+    lines = [
+        "    # LAYOUT % 8 = NDIM, the merged dims (dim 5 = columns, dim 4 = rows, the rest outer);",
+        "    # operand i (0 = out): bit 3 + 2i = inner stride 1, bit 4 + 2i = inner stride 0.",
+        "    # geo_ptr: sizes then each operand's strides, _MAX_DIMS each (`_store_geometry`)",
+        "    pid = tl.program_id(0)",
+        "    if IDX64:",
+        "        pid = pid.to(tl.int64)",
+        "    col_blocks = tl.cdiv(cols, BLOCK_C)",
+        "    row_blocks = tl.cdiv(rows, BLOCK_R)",
+        "    cc = (pid % col_blocks) * BLOCK_C + tl.arange(0, BLOCK_C)",
+        "    rest = pid // col_blocks",
+        "    rr = (rest % row_blocks) * BLOCK_R + tl.arange(0, BLOCK_R)",
+        "    rest = rest // row_blocks",
+        "    rmask = rr < rows",
+        "    if EVEN_C:  # no column mask: constant along rows, vector accesses stay legal",
+        "        mask = rmask[:, None]",
+        "    else:",
+        "        mask = rmask[:, None] & (cc < cols)[None, :]",
+        "    # outer coordinates: scalars, once per program",
+        "    c3 = rest",
+    ]
+    pad = "    "
+    for k in range(3, MAX_DIMS):
+        d = MAX_DIMS - k
+        lines.append(f"{pad}if LAYOUT % 8 > {k}:")
+        pad += "    "
+        lines += [
+            f"{pad}size{d} = tl.load(geo_ptr + {d})",
+            f"{pad}c{d} = rest % size{d}",
+            f"{pad}rest = rest // size{d}",
+            f"{pad}c{d - 1} = rest",
+        ]
+
+    def offset_lines(p: str, pad: str) -> list[str]:
+        """{p}_off: [BLOCK_R, BLOCK_C], or [BLOCK_R, 1] for an operand broadcast along rows."""
+        i = every.index(p)
+        base = MAX_DIMS * (1 + i)
+        out = [f"{pad}{p}_row = rr * tl.load(geo_ptr + {base + 4})"]
+        for k in range(2, MAX_DIMS):
+            d = MAX_DIMS - 1 - k
+            out.append(f"{pad}if LAYOUT % 8 > {k}:")
+            out.append(f"{pad}    {p}_row += c{d} * tl.load(geo_ptr + {base + d})")
+        out += [
+            f"{pad}if LAYOUT // {8 << (2 * i)} % 2 == 1:  # {p}: unit inner stride",
+            f"{pad}    {p}_off = tl.multiple_of({p}_row, ALIGN)[:, None] + cc[None, :]",
+            f"{pad}elif LAYOUT // {16 << (2 * i)} % 2 == 1:  # {p}: broadcast along the row",
+            f"{pad}    {p}_off = {p}_row[:, None]",
+            f"{pad}else:",
+            f"{pad}    {p}_off = {p}_row[:, None] + cc[None, :] * tl.load(geo_ptr + {base + 5})",
+        ]
+        return out
+
+    for operand in spec.operands:
+        v = operand.var
+        i = every.index(v)
+        fill = "tl.int32" if operand.raw else "CDT"
+        lines.append(f"    if {v.upper()}_SCALAR == 1:")
+        lines.append(f"        {v} = tl.full([1, 1], {v}_val, {fill})")
+        lines.append("    else:")
+        lines.append(f"        if {v.upper()}_SCALAR == 2:")
+        lines.append(f"            {v} = tl.load({v}_ptr + tl.zeros([1, 1], tl.int32))")
+        lines.append("        else:")
+        lines += offset_lines(v, "            ")
+        lines.append(f"            if LAYOUT // {16 << (2 * i)} % 2 == 1:")
+        lines.append(
+            f"                {v} = tl.load({v}_ptr + {v}_off, mask=rmask[:, None], other=0)"
+        )
+        lines.append("            else:")
+        lines.append(f"                {v} = tl.load({v}_ptr + {v}_off, mask=mask, other=0)")
+        if not operand.raw:
+            lines.append(
+                f"        if CDT == tl.float64 and {v}_ptr.dtype.element_ty.primitive_bitwidth < 32:"
+            )
+            lines.append(
+                f"            {v} = {v}.to(tl.float32)  # exact; direct half->f64 casts fail on CPU"
+            )
+            lines.append(f"        {v} = {v}.to(CDT)")
+    lines.append(codegen.indent(spec.body.strip("\n")))
+    lines += offset_lines("out", "    ")
+    lines += [
+        "    out = tl.broadcast_to(out, (BLOCK_R, BLOCK_C))",
+        "    if OUT_BOOL:",
+        "        out = out != 0",
+        "    else:",
+        "        out = out.to(CDT)  # int/bool results reach f16/bf16 through f32",
+        "        if CDT == tl.float64 and out_ptr.dtype.element_ty.primitive_bitwidth < 32:",
+        "            out = out.to(tl.float32)  # f64 -> half types through f32, as for loads",
+        "    out_off = tl.broadcast_to(out_off, (BLOCK_R, BLOCK_C))",
+        "    tl.store(out_ptr + out_off, out.to(out_ptr.dtype.element_ty), mask=mask)",
+    ]
+    decorator = f"@triton.jit(do_not_specialize={no_spec!r})" if no_spec else "@triton.jit"
+    return f"{decorator}\ndef _kernel_tile(\n{signature},\n):\n" + "\n".join(lines) + "\n"
+
+
 def _store_geometry_source(spec: Elementwise) -> str:
     """`_store_geometry(geo_ptr, g0, ...)`: writes a strided plan's sizes and strides (out's and
     each operand's, `MAX_DIMS` each) into the plan's geometry tensor; launched once per plan."""
@@ -805,6 +1005,8 @@ def _wrapper_source(op: str, spec: Elementwise, kind: str) -> str:
         f"        _kernel_flat[grid]({args}, BLOCK=block, num_warps=warps)",
         "    elif launch == 2:",
         f"        _kernel[grid]({args}, BLOCK=block, num_warps=warps)",
+        "    elif launch == 4:",
+        f"        _kernel_tile[grid]({args}, BLOCK_R=block[0], BLOCK_C=block[1], num_warps=warps)",
         "    elif launch == 3:",
         f"        _launch_copies(out, ({', '.join(ptrs)},), ({', '.join(vals)},), "
         f"({''.join(s + ', ' for s in scalars)}), ({''.join(c + ', ' for c in consts)}), plan)",
@@ -863,6 +1065,7 @@ def render(op: str, spec: Elementwise, variant: int) -> str:
         *_helpers_for(spec.body),
         _kernel_source(spec, flat=True),
         _kernel_source(spec, flat=False),
+        _tile_kernel_source(spec),
         _store_geometry_source(spec),
         _wrapper_source(op, spec, kind),
     )
