@@ -781,3 +781,17 @@ def test_gelu_and_its_backward_without_erf_stay_as_accurate_as_eager(tmp_path: P
     special = torch.tensor([float("inf"), -float("inf"), float("nan"), -100.0, 100.0])
     out = gelu(special)
     assert out[[0, 3, 4]].tolist() == [float("inf"), 0.0, 100.0] and out[1:3].isnan().all()
+
+
+def test_tile_plan_takes_whole_padded_rows_for_uneven_widths(tmp_path: Path) -> None:
+    """GPU plans for 196-wide rows (div.Scalar over [N, C, 14, 14] expanded per channel): 4-wide
+    column blocks (196's power-of-two divisor) ran 43 us on the H200 against the flat kernel's 17;
+    whole rows padded to 256 columns instead. 784-wide rows keep their unmasked 64-wide blocks."""
+    _, module = _load("div.Scalar", tmp_path)
+    gpu = torch.device("cuda")  # only its type is read
+    for cols, want in ((196, 256), (49, 64), (784, 64)):
+        sizes = [1, 1, 1, 1, 4096, cols]
+        merged = [[0, 0, 0, 0, cols, 1], [0, 0, 0, 0, 1, 0]]  # out contiguous, x expanded
+        block_r, block_c, *_ = module["_tile_plan"](2, sizes, merged, 4096 * cols, gpu)
+        assert block_c == want, cols
+        assert block_r * block_c <= module["_TILE_ELEMS"]

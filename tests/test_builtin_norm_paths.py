@@ -145,8 +145,13 @@ def _gn_problems(kernel: Any, cases: list[str]) -> list[str]:
 
 
 GN_KNOBS = [
-    {"_GN_FUSED_MIN_GROUPS": 1},  # every case through the whole-group kernel
-    {"_GN_FUSED_MIN_GROUPS": 1, "_INTERPRET": False, "_GN_FUSED_BLOCK": 64},  # GPU planning
+    {"_GN_FUSED": True, "_GN_FUSED_MIN_GROUPS": 1},  # every case through the whole-group kernel
+    {
+        "_GN_FUSED": True,
+        "_GN_FUSED_MIN_GROUPS": 1,
+        "_INTERPRET": False,
+        "_GN_FUSED_BLOCK": 64,
+    },  # GPU planning
     {"_GN_FUSED": False},  # the split kernels
 ]
 
@@ -164,7 +169,7 @@ def test_group_norm_fused_path_rounds_statistics_like_cuda_eager(tmp_path: Path)
     """ROUND_STATS in the whole-group kernel: y = x*a + (beta - a*mean) from the stored f16
     statistics, as CUDA eager computes it (run here on CPU tensors)."""
     case = GN_CASES[5]
-    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_FUSED_MIN_GROUPS=1,
+    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_FUSED=True, _GN_FUSED_MIN_GROUPS=1,
                    _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
     args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
     x, w, b = args[0], args[1], args[2]
@@ -179,7 +184,7 @@ def test_group_norm_plans_whole_groups_only_where_they_fit(tmp_path: Path) -> No
     on 132 SMs, per channel, 16.9 MB of groups between their reads); few groups or groups whose
     second read would leave L2 take the split kernels."""
     kernel = _load("norm_extra", GN, [parse_case(GN_CASES[0])], tmp_path, _INTERPRET=False,
-                   _GN_FUSED_MIN_GROUPS=256)  # fmt: skip
+                   _GN_FUSED=True, _GN_FUSED_MIN_GROUPS=256)  # fmt: skip
     g = kernel.__globals__
     g["_num_sms"] = lambda device: 132
     x = torch.empty(1, dtype=torch.float16)

@@ -259,6 +259,7 @@ _TILE_ELEMS_CPU = 16384  # the interpreter runs programs one by one: fewer, larg
 _TILE_WARPS = 4
 _TILE_MAX_COLS = 1024  # BLOCK_C at most
 _TILE_MAX_WASTE = 0.125  # padding (masked lanes) allowed per tile axis, as a fraction
+_TILE_MIN_COLS = 32  # narrower column blocks (uneven widths): whole padded rows instead
 _TILE_MIN_ELEMS = 256  # smaller tiles (tiny inner dims) keep `_kernel`
 
 _FLOAT_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
@@ -468,6 +469,10 @@ def _tile_plan(ndim, sizes, merged, n, device):
         # a column mask Triton cannot prove constant over 16 elements (cols % 16 != 0) forbids
         # vector accesses; columns a power-of-two divisor wide need no column mask at all
         block_c = min(cols & -cols, block_c)
+    if block_c < min(_TILE_MIN_COLS, cols):
+        # narrow column blocks spread a warp over many rows (H200, [49152, 196] bf16 with 4-wide
+        # blocks: 43 us, the flat `_kernel` 17): take whole rows and mask the padding instead
+        block_c = min(triton.next_power_of_2(cols), _TILE_MAX_COLS, elems)
     block_r = _tile_block(rows, max(1, elems // block_c))
     if block_r * block_c < min(_TILE_MIN_ELEMS, n):
         return None

@@ -135,8 +135,9 @@ _GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared m
 # floor 61.5 us). Instead a persistent program per _GN_FUSED_PER_SM x SMs takes whole groups:
 # their sums, then a second read of the group that hits L2 (at most that many groups are between
 # their two reads, _GN_FUSED_L2_BYTES of them), in loop steps aligned to 16 bytes (an odd HxW
-# left every row start unaligned: scalar 2-byte loads).
-_GN_FUSED = True
+# left every row start unaligned: scalar 2-byte loads). Measured on the H200 it is slower: 301-554
+# us against the split kernels' 168 (no knob setting helped), so it is off until understood.
+_GN_FUSED = False
 _GN_FUSED_MIN_GROUPS = 4 if _INTERPRET else 256  # fewer: the split kernels keep SMs busy
 _GN_FUSED_PER_SM = 2
 _GN_FUSED_L2_BYTES = 24 << 20  # bytes of groups between their two reads; more: split kernels

@@ -59,6 +59,11 @@ _COMMON = '''
 
 _PLANS = {}  # launch plans per call geometry: validation and tiling run once per geometry
 
+
+def _floor_pow2(n):
+    """The largest power of two <= n (1 for n < 1): block sizes from element budgets."""
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
 # Elements per program on a GPU for each kernel, and warps per program (module constants so that
 # benchmarks/knob_sweep.py can re-measure them; plans read them when first made). Measured on the
 # H200 (largest torchbench cases, docs/BENCHMARKS.md §12): the windowed kernels want small programs
@@ -69,23 +74,23 @@ _MAX_POOL_BWD_ELEMS, _MAX_POOL_BWD_WARPS = 256, 4
 # max_pool2d backward with stride 2 (2x2 blocks of grad_input): on/off, grad_input elements per
 # program, warps
 _MAX_POOL_BWD_S2 = True
-_MAX_POOL_BWD_S2_ELEMS, _MAX_POOL_BWD_S2_WARPS = 4096, 4
+_MAX_POOL_BWD_S2_ELEMS, _MAX_POOL_BWD_S2_WARPS = 1024, 2  # [32,64,112,112] bf16: 145 -> 41 us
 _AVG_POOL_ELEMS, _AVG_POOL_WARPS = 256, 1
 # avg_pool2d forward on dense NCHW inputs, plane sizes constexpr: windows that tile the plane
 # (kernel == stride, no padding, KW 1 or 2: vector row loads; on/off, input elements per program,
 # warps) and every other window shape (flat walk over the output; on/off, outputs per program,
 # warps)
 _AVG_POOL_TILE = True
-_AVG_POOL_TILE_ELEMS, _AVG_POOL_TILE_WARPS = 4096, 4
+_AVG_POOL_TILE_ELEMS, _AVG_POOL_TILE_WARPS = 2048, 4  # [32,256,56,56] bf16 2x2: 30 -> 21 us
 _AVG_POOL_FLAT = True
-_AVG_POOL_FLAT_ELEMS, _AVG_POOL_FLAT_WARPS = 1024, 4
+_AVG_POOL_FLAT_ELEMS, _AVG_POOL_FLAT_WARPS = 512, 4  # 3x3/1 [32,288,35,35] f16: 92 -> 37 us
 _AVG_POOL_BWD_ELEMS, _AVG_POOL_BWD_WARPS = 2048, 4
 # avg_pool2d_backward when the windows tile the plane exactly (a broadcast copy): on/off, and
 # grad_input elements per program (each thread stores ELEMS / (32 * WARPS) of them)
 _AVG_POOL_BWD_TILE = True
 _AVG_POOL_BWD_TILE_ELEMS, _AVG_POOL_BWD_TILE_WARPS = 2048, 8
 _ADAPTIVE_ELEMS, _ADAPTIVE_WARPS = 512, 4
-_UPSAMPLE_ELEMS, _UPSAMPLE_WARPS = 1024, 4
+_UPSAMPLE_ELEMS, _UPSAMPLE_WARPS = 1024, 2  # [8,256,64,64] cl f16: 38.8 -> 32.8 us
 
 
 def _pair(value, name, default=None):
@@ -382,7 +387,7 @@ def _max_pool_bwd_s2_plan(grad_output, self, indices, kh, kw, ph, pw, dh, dw):
     else:
         elems = _MAX_POOL_BWD_S2_ELEMS // (2 if _CONSERVATIVE else 1)
     block_q = max(1, min(_pow2(cols), 128))
-    block_r = max(1, min(_pow2(rows), elems // (4 * block_q)))
+    block_r = max(1, min(_pow2(rows), _floor_pow2(elems // (4 * block_q))))
     grid = (_cdiv(rows, block_r), _cdiv(cols, block_q))
     meta = dict(H=H, W=W, OH=oh, OW=ow, MH=mh, MW=mw, **bounds, CL=cl,
                 I64=_wide(self, grad_output, indices), ACC=_acc(grad_output.dtype),
@@ -710,7 +715,7 @@ def _avg_pool_bwd_tile_plan(grad_output, self, kh, kw, divisor):
         rows, cols = N * C * oh, ow
     elems = 16384 if _INTERPRET else _AVG_POOL_BWD_TILE_ELEMS
     block_q = max(1, min(_pow2(cols), 128 if cl else 1024))
-    block_r = max(1, min(_pow2(rows), elems // (block_q * kh * kw)))
+    block_r = max(1, min(_pow2(rows), _floor_pow2(elems // (block_q * kh * kw))))
     grid = (_cdiv(rows, block_r), _cdiv(cols, block_q))
     meta = dict(W=W, OW=ow, KH=kh, KW=kw, CL=cl, I64=_wide(self, grad_output),
                 ACC=_acc(grad_output.dtype), BLOCK_R=block_r, BLOCK_Q=block_q,
@@ -744,7 +749,7 @@ def _avg_pool_fast_plan(self, kh, kw, sh, sw, ph, pw, oh, ow, count_include_pad,
         rows = N * C * oh
         elems = 16384 if _INTERPRET else _AVG_POOL_TILE_ELEMS
         block_q = max(1, min(_pow2(ow), 1024))
-        block_r = max(1, min(_pow2(rows), elems // (block_q * kh * kw)))
+        block_r = max(1, min(_pow2(rows), _floor_pow2(elems // (block_q * kh * kw))))
         grid = (_cdiv(rows, block_r), _cdiv(ow, block_q))
         meta = dict(H=H, W=W, OH=oh, OW=ow, KH=kh, KW=kw, I64=wide, ACC=acc, BLOCK_R=block_r,
                     BLOCK_Q=block_q, num_warps=_AVG_POOL_TILE_WARPS)

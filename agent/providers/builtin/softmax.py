@@ -377,8 +377,8 @@ _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements pe
 # `_flat_rows_kernel`, about _FLAT_ROWS_TILE tile elements (at least 8 rows) per program and
 # _FLAT_WARPS warps; _FLAT_ROWS_TILE = 0 turns it off (`_rows_kernel` with _TILE_UNALIGNED).
 _FLAT_ROWS_TILE = 256 if _SMALL else 2048
-_FLAT_MAX_N = 256
-_FLAT_WARPS = 4
+_FLAT_MAX_N = 128  # H200: 49-wide f16 rows 51.6 -> 31.9 us, but 196-wide 24.6 -> 43 (kept out)
+_FLAT_WARPS = 2
 # Long rows (`_long_rows_kernel`): programs per SM of the persistent grid (about that many rows
 # per SM are live: keep grid * row bytes under the 50 MB L2; 1 for f32 50257-long rows, 26 MB),
 # elements per loop step, warps, pipeline stages and their shared-memory budget, and the
@@ -395,7 +395,7 @@ _ROW_ALIGN = 16
 # the writing pass walking the row backwards, the first pass's loads marked evict_last and the
 # writing pass's loads and stores evict_first, and the writing pass's store cache modifier
 # ("", ".cs" streaming, ".cg", ".wt").
-_LONG_HEAD_BYTES = 1024 if _INTERPRET else (0 if _CONSERVATIVE else 64 * 1024)
+_LONG_HEAD_BYTES = 1024 if _INTERPRET else 0  # H200: 64 KB gave 1154 vs 1164 us (50257), 760 vs 690 (32000)
 _LONG_HEAD_BYTES_BWD = 1024 if _INTERPRET else 0
 _LONG_REVERSE = True
 _LONG_EVICT_LAST = True
