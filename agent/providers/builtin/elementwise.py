@@ -259,7 +259,7 @@ _TILE_ELEMS_CPU = 16384  # the interpreter runs programs one by one: fewer, larg
 _TILE_WARPS = 4
 _TILE_MAX_COLS = 1024  # BLOCK_C at most
 _TILE_MAX_WASTE = 0.125  # padding (masked lanes) allowed per tile axis, as a fraction
-_TILE_MIN_COLS = 32  # narrower column blocks (uneven widths): whole padded rows instead
+_TILE_MIN_COLS = 32  # narrower column blocks (uneven widths): `_kernel` instead
 _TILE_MIN_ELEMS = 256  # smaller tiles (tiny inner dims) keep `_kernel`
 
 _FLOAT_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
@@ -470,9 +470,10 @@ def _tile_plan(ndim, sizes, merged, n, device):
         # vector accesses; columns a power-of-two divisor wide need no column mask at all
         block_c = min(cols & -cols, block_c)
     if block_c < min(_TILE_MIN_COLS, cols):
-        # narrow column blocks spread a warp over many rows (H200, [49152, 196] bf16 with 4-wide
-        # blocks: 43 us, the flat `_kernel` 17): take whole rows and mask the padding instead
-        block_c = min(triton.next_power_of_2(cols), _TILE_MAX_COLS, elems)
+        # uneven widths: narrow column blocks spread a warp over many rows, whole padded rows are
+        # masked scalar accesses; both lose to `_kernel` (H200, div.Scalar [32, 1536, 14, 14]
+        # expanded bf16: 4-wide blocks 42 us, rows padded to 256 24 us, `_kernel` 17)
+        return None
     block_r = _tile_block(rows, max(1, elems // block_c))
     if block_r * block_c < min(_TILE_MIN_ELEMS, n):
         return None
