@@ -63,6 +63,32 @@ PARTIAL_READ_OPS = frozenset(
 )
 
 
+# Positional tensor inputs an op reads only for their shape, dtype or device: not bytes that must
+# move. Pooling backwards take the forward input for its geometry (the gradient goes where the
+# windows or the saved indices say); the *_like / new_* factories only copy metadata. Counting
+# them made the H200 floor of avg_pool2d_backward 1.7x too high, so a kernel at ~70% of the
+# bandwidth read "100%" and its time was clamped up to that floor.
+SHAPE_ONLY_INPUTS: dict[str, tuple[int, ...]] = {
+    "avg_pool2d_backward": (1,),
+    "avg_pool3d_backward": (1,),
+    "max_pool2d_with_indices_backward": (1,),
+    "max_pool3d_with_indices_backward": (1,),
+    "_adaptive_avg_pool2d_backward": (1,),
+    "_adaptive_avg_pool3d_backward": (1,),
+    "empty_like": (0,),
+    "zeros_like": (0,),
+    "ones_like": (0,),
+    "full_like": (0,),
+    "rand_like": (0,),
+    "randn_like": (0,),
+    "new_empty": (0,),
+    "new_empty_strided": (0,),
+    "new_zeros": (0,),
+    "new_ones": (0,),
+    "new_full": (0,),
+}
+
+
 def _distinct_bytes(t: torch.Tensor) -> int:
     """Bytes of the distinct elements a tensor view addresses: a broadcast (stride-0) dim repeats
     the same bytes, so it does not multiply what must move (an expanded [4, 2048, 2048] view of a
@@ -76,8 +102,12 @@ def _distinct_bytes(t: torch.Tensor) -> int:
 
 def _bytes_moved(op: str, args: Any, out: Any) -> int:
     """Bytes any implementation must move: every output written, every input read once
-    (for partial-read ops only integer index inputs)."""
-    partial = op.split(".")[0] in PARTIAL_READ_OPS
+    (for partial-read ops only integer index inputs; inputs in SHAPE_ONLY_INPUTS not at all)."""
+    base = op.split(".")[0]
+    partial = base in PARTIAL_READ_OPS
+    if not partial and base in SHAPE_ONLY_INPUTS and isinstance(args, list | tuple):
+        skip = SHAPE_ONLY_INPUTS[base]
+        args = [a for i, a in enumerate(args) if i not in skip]
     total = 0
     for value in (out,) if partial else (args, out):
         stack = [value]

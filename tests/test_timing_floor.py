@@ -32,6 +32,24 @@ def test_partial_read_ops_count_outputs_and_indices_not_the_table() -> None:
     assert moved == grad_input.numel() * 4
 
 
+def test_inputs_read_only_for_their_shape_are_not_counted() -> None:
+    """avg_pool2d_backward and max_pool2d_with_indices_backward take the forward input for its
+    geometry only; zeros_like copies metadata. Their floors count grads, indices and outputs."""
+    grad = torch.zeros(2, 3, 4, 4, dtype=torch.bfloat16)
+    self = torch.zeros(2, 3, 8, 8, dtype=torch.bfloat16)
+    args = (grad, self, [2, 2], [2, 2], [0, 0], True, False, None)
+    moved = _bytes_moved("avg_pool2d_backward.default", args, self.clone())
+    assert moved == (grad.numel() + self.numel()) * 2
+    indices = torch.zeros(2, 3, 4, 4, dtype=torch.long)
+    args = (grad, self, [3, 3], [2, 2], [1, 1], [1, 1], False, indices)
+    moved = _bytes_moved("max_pool2d_with_indices_backward.default", args, self.clone())
+    assert moved == (grad.numel() + self.numel()) * 2 + indices.numel() * 8
+    assert _bytes_moved("zeros_like.default", (self,), self.clone()) == self.numel() * 2
+    # ops not listed still count every input (threshold_backward compares against `self`)
+    moved = _bytes_moved("threshold_backward.default", (grad, grad.clone(), 0.0), grad.clone())
+    assert moved == grad.numel() * 2 * 3
+
+
 def test_empty_tensors_move_nothing() -> None:
     assert _bytes_moved("add.Tensor", (torch.zeros(0, 5), torch.zeros(5)), torch.zeros(0, 5)) == 20
 
