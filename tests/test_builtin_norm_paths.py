@@ -152,8 +152,16 @@ GN_KNOBS = [
         "_INTERPRET": False,
         "_GN_FUSED_BLOCK": 64,
     },  # GPU planning
-    {"_GN_FUSED": False},  # the split kernels
-]
+    {"_GN_FUSED": False},  # the split kernels (aligned bodies, reversed apply, constant HxW)
+    # GPU planning with short steps and many programs: several chunks per channel, each starting
+    # unaligned inside an odd plane, and multi-chunk groups across short planes
+    {"_GN_FUSED": False, "_INTERPRET": False, "_GN_BLOCK": 32, "_GN_TARGET_PROGRAMS": 256},
+    {"_GN_FUSED": False, "_INTERPRET": False, "_GN_BLOCK": 64, "_GN_TARGET_PROGRAMS": 64,
+     "_GN_CONST_HW": False, "_GN_REVERSE": False},
+    {"_GN_FUSED": False, "_GN_ALIGNED": False, "_GN_REVERSE": False},  # the previous loops
+    {"_GN_FUSED": False, "_INTERPRET": False, "_GN_BLOCK": 32, "_GN_TARGET_PROGRAMS": 256,
+     "_GN_ALIGNED": False},
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -177,6 +185,26 @@ def test_group_norm_fused_path_rounds_statistics_like_cuda_eager(tmp_path: Path)
     a = rstd.float() * w.float()  # [N, C]: one channel per group
     want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
     torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_group_norm_split_path_rounds_statistics_like_cuda_eager(
+    aligned: bool, tmp_path: Path
+) -> None:
+    """ROUND_STATS in the split kernels, aligned or not, chunks starting inside odd planes."""
+    case = GN_CASES[5]
+    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_FUSED=False,
+                   _GN_ALIGNED=aligned, _INTERPRET=False, _GN_BLOCK=32, _GN_TARGET_PROGRAMS=64,
+                   _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
+    x, w, b = args[0], args[1], args[2]
+    out, mean, rstd = kernel(*args)
+    a = rstd.float() * w.float()  # [N, C]: one channel per group
+    want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
+    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+    eager = torch.ops.aten.native_group_norm.default(*args)
+    torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)
 
 
 def test_group_norm_plans_whole_groups_only_where_they_fit(tmp_path: Path) -> None:
@@ -207,6 +235,8 @@ def test_new_paths_compile_for_an_sm90_gpu() -> None:
             "((T([4, 1024, 7], f32), T([1024], f32), T([1024], f32), 4, 1024, 7, 256, 1e-05), {})",
             "((T([2, 512, 4100], bf16), T([512], bf16), None, 2, 512, 4100, 256, 1e-05), {})",
             "((T([2, 512, 33], f64), None, None, 2, 512, 33, 128, 1e-05), {})",
+            "((T([4, 512, 31999], f16), T([512], f16), T([512], f16), 4, 512, 31999, 512, 1e-05), {})",
+            "((T([32, 128, 28, 28], f16), T([128], f16), T([128], f16), 32, 128, 784, 1, 1e-05), {})",
         ],
     }  # fmt: skip
     batch = []

@@ -16,7 +16,8 @@ How the generated kernels work:
   kernel writes each chunk's sums shifted by the group's first element (no catastrophic
   cancellation), a second combines a group's sums in a fixed order, writes mean and rstd (in the
   input dtype, shaped [N, group] like eager) and normalises its chunk with the channel's weight
-  and bias. With many groups that fit L2 (e.g. 512 groups per sample) one persistent kernel
+  and bias; both walk a chunk as a 16-byte aligned body (vector loads and stores for any HxW)
+  with a masked head and tail, the second kernel groups last to first. With many groups that fit L2 (e.g. 512 groups per sample) one persistent kernel
   takes whole groups instead: sums, statistics, then a second read of the group from L2, in
   loop steps aligned to 16 bytes (vector loads for any HxW); the _GN_* knobs choose;
 - _weight_norm_interface (dim 0 or last): the input (made contiguous) is read as [A, D, B] with D
@@ -130,6 +131,18 @@ _GN_TARGET_PROGRAMS = 8 if _INTERPRET else 1024
 _GN_BLOCK = 2048
 _GN_WARPS = 8
 _GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared memory)
+# Split kernels: walk each chunk as a body whose ends are multiples of 16 bytes (tl.multiple_of:
+# ld/st.global.v4) plus a masked head and tail. An odd HxW (e.g. [4, 512, 31999]) left every
+# group and chunk start unaligned, so every load and store was a scalar 2-byte access (168 us,
+# floor 61.5). False: the previous loops from each chunk's own start.
+_GN_ALIGNED = True
+# The apply kernel takes groups last to first, so its first reads find the groups the sums
+# kernel read last still in L2 (a free share of the second read when x is larger than L2).
+_GN_REVERSE = True
+# Chunks across several short planes (HxW below a loop step: per-element weight and bias): the
+# channel (k - group start) // HxW divides by HxW as a compile-time constant (a multiply-high
+# instead of a ~25-instruction division per element; one compile per HxW). False: runtime HxW.
+_GN_CONST_HW = True
 # Many groups (e.g. [4, 512, 31999] with 512 groups: 2048 groups of 64 KB): the two kernels
 # above read x twice from HBM (3 tensors of traffic for 2 that must move: 166 us on the H200, the
 # floor 61.5 us). Instead a persistent program per _GN_FUSED_PER_SM x SMs takes whole groups:
@@ -163,7 +176,8 @@ def _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL: tl.constexpr):
 
 @triton.jit
 def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.constexpr,
-                        ACC: tl.constexpr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
+                        ACC: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
+                        STAGES: tl.constexpr, BLOCK: tl.constexpr):
     """Sums of one chunk of a group, shifted by the group's first element (every chunk of the
     group uses the same shift, so the sums add up; no catastrophic cancellation)."""
     g = tl.program_id(0).to(tl.int64)
@@ -171,33 +185,65 @@ def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.c
     base = g * D
     shift = tl.load(x_ptr + base).to(ACC)
     lo, hi, _ = _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL)
+    if ALIGNED:
+        t1, t2 = _gn_span_sums(x_ptr, base + lo, base + hi, shift, ACC, VEC, STAGES, BLOCK)
+    else:
+        s1 = tl.zeros([BLOCK], ACC)
+        s2 = tl.zeros([BLOCK], ACC)
+        for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
+            k = k0 + tl.arange(0, BLOCK)
+            m = k < hi
+            v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+            v = tl.where(m, v - shift, 0.0)
+            s1 += v
+            s2 += v * v
+        t1 = tl.sum(s1, axis=0)
+        t2 = tl.sum(s2, axis=0)
+    slot = (g * S + s) * 2
+    tl.store(part_ptr + slot, t1)
+    tl.store(part_ptr + slot + 1, t2)
+
+
+@triton.jit
+def _gn_span_sums(x_ptr, lo, hi, shift, ACC: tl.constexpr, VEC: tl.constexpr,
+                  STAGES: tl.constexpr, BLOCK: tl.constexpr):
+    """Sums of x - shift and of its square over [lo, hi) (indices into x): a body aligned to
+    16 bytes in BLOCK steps (vector loads whatever lo is), then head and tail in one tile."""
+    a, e = _gn_aligned(lo, hi, VEC)
     s1 = tl.zeros([BLOCK], ACC)
     s2 = tl.zeros([BLOCK], ACC)
-    for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
-        k = k0 + tl.arange(0, BLOCK)
-        m = k < hi
-        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
+    for k0 in tl.range(a, e, BLOCK, num_stages=STAGES):
+        k = tl.multiple_of(k0, VEC) + tl.arange(0, BLOCK)
+        m = k < tl.multiple_of(e, VEC)
+        v = tl.load(x_ptr + k, mask=m, other=0).to(ACC)
         v = tl.where(m, v - shift, 0.0)
         s1 += v
         s2 += v * v
-    slot = (g * S + s) * 2
-    tl.store(part_ptr + slot, tl.sum(s1, axis=0))
-    tl.store(part_ptr + slot + 1, tl.sum(s2, axis=0))
+    k, m = _gn_edges(lo, a, e, hi, VEC)
+    v = tl.where(m, tl.load(x_ptr + k, mask=m, other=0).to(ACC) - shift, 0.0)
+    return tl.sum(s1, axis=0) + tl.sum(v, axis=0), tl.sum(s2, axis=0) + tl.sum(v * v, axis=0)
 
 
 @triton.jit
 def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D,
                      CHUNK, SPC, S, n_f, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                      ACC: tl.constexpr, ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr,
-                     SP: tl.constexpr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
+                     SP: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
+                     REVERSE: tl.constexpr, HW_C: tl.constexpr, STAGES: tl.constexpr,
+                     BLOCK: tl.constexpr):
     """Statistics of the group from its S partial sums (every program of the group computes the
     same values in the same order; chunk 0 stores them), then one chunk normalised.
 
     ROUND_STATS (CUDA, f16/bf16): normalise with the mean and rstd rounded to the input dtype,
     as y = x*a + b with a = rstd*w and b = beta - a*mean, which is how CUDA eager computes it
     from the statistics it stored; with unrounded ones, elements whose x*a nearly cancels the
-    bias came out several f16 ulps from eager on the H200."""
+    bias came out several f16 ulps from eager on the H200.
+
+    REVERSE: groups last to first (the sums kernel read the last ones most recently: L2 hits).
+    HW_C > 0: HW as a constant for the per-element channel number (ALIGNED, not PER_CHANNEL)."""
     g = tl.program_id(0).to(tl.int64)
+    if REVERSE:
+        g = tl.num_programs(0) - 1 - g
     s = tl.program_id(1)
     base = g * D
     shift = tl.load(x_ptr + base).to(ACC)
@@ -220,6 +266,20 @@ def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr,
         # the chunk is inside one channel: its weight and bias are scalars (a per-element
         # channel number k // HW and two gathers cost more than the bytes)
         wv, bv = _gn_affine(w_ptr, b_ptr, c_base + ci, ci < CPG, HAS_W, HAS_B, ACC)
+    if ALIGNED:
+        if PER_CHANNEL:
+            _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, base + lo, base + hi, base, c_base, HW,
+                           wv, bv, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS, False, VEC,
+                           STAGES, BLOCK)
+        elif HW_C > 0:
+            _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, base + lo, base + hi, base, c_base, HW_C,
+                           1.0, 0.0, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS, True, VEC,
+                           STAGES, BLOCK)
+        else:
+            _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, base + lo, base + hi, base, c_base, HW,
+                           1.0, 0.0, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS, True, VEC,
+                           STAGES, BLOCK)
+        return
     for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
         k = k0 + tl.arange(0, BLOCK)
         m = k < hi
@@ -267,20 +327,7 @@ def _gn_fused_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, CP
         lo = g * D
         hi = lo + D
         shift = tl.load(x_ptr + lo).to(ACC)
-        a, e = _gn_aligned(lo, hi, VEC)
-        s1 = tl.zeros([BLOCK], ACC)
-        s2 = tl.zeros([BLOCK], ACC)
-        for k0 in tl.range(a, e, BLOCK, num_stages=STAGES):
-            k = tl.multiple_of(k0, VEC) + tl.arange(0, BLOCK)
-            m = k < tl.multiple_of(e, VEC)
-            v = tl.load(x_ptr + k, mask=m, other=0).to(ACC)
-            v = tl.where(m, v - shift, 0.0)
-            s1 += v
-            s2 += v * v
-        k, m = _gn_edges(lo, a, e, hi, VEC)
-        v = tl.where(m, tl.load(x_ptr + k, mask=m, other=0).to(ACC) - shift, 0.0)
-        t1 = tl.sum(s1, axis=0) + tl.sum(v, axis=0)
-        t2 = tl.sum(s2, axis=0) + tl.sum(v * v, axis=0)
+        t1, t2 = _gn_span_sums(x_ptr, lo, hi, shift, ACC, VEC, STAGES, BLOCK)
         mean_s = t1 / n_f
         var = tl.maximum((t2 - t1 * mean_s) / n_f, 0.0)
         mean = shift + mean_s
@@ -344,7 +391,9 @@ def _gn_write(x_ptr, out_ptr, w_ptr, b_ptr, k, m, g_lo, c_base, HW, wv, bv, mean
               ROUND_STATS: tl.constexpr, GATHER: tl.constexpr):
     v = tl.load(x_ptr + k, mask=m, other=0).to(ACC)
     if GATHER:
-        wv, bv = _gn_affine(w_ptr, b_ptr, c_base + (k - g_lo) // HW, m, HAS_W, HAS_B, ACC)
+        # a group's offsets fit 32 bits: a 32-bit division, not a 64-bit one (k is int64)
+        c = (k - g_lo).to(tl.int32) // HW
+        wv, bv = _gn_affine(w_ptr, b_ptr, c_base + c, m, HAS_W, HAS_B, ACC)
     y = _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS)
     tl.store(out_ptr + k, y.to(out_ptr.dtype.element_ty), mask=m)
 
@@ -435,12 +484,17 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
                        device=input.device)
     warps = 4 if block <= 1024 else _GN_WARPS
     stages = 1 if _INTERPRET or _CONSERVATIVE else _GN_STAGES
+    aligned = _GN_ALIGNED and not _CONSERVATIVE
+    vec = max(1, 16 // x.element_size())
     _gn_partials_kernel[(NG, S)](x, part, D, HxW, chunk, spc, S, PER_CHANNEL=per_channel,
-                                 ACC=acc, STAGES=stages, BLOCK=block, num_warps=warps)
+                                 ACC=acc, ALIGNED=aligned, VEC=vec, STAGES=stages, BLOCK=block,
+                                 num_warps=warps)
     _gn_apply_kernel[(NG, S)](
         x, w, b, out, part, mean, rstd, group, CPG, HxW, D, chunk, spc, S, float(D), float(eps),
         HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc,
-        ROUND_STATS=round_stats, PER_CHANNEL=per_channel, SP=_pow2(S), STAGES=stages, BLOCK=block, num_warps=warps)
+        ROUND_STATS=round_stats, PER_CHANNEL=per_channel, SP=_pow2(S), ALIGNED=aligned, VEC=vec,
+        REVERSE=_GN_REVERSE, HW_C=HxW if aligned and _GN_CONST_HW and not per_channel else 0,
+        STAGES=stages, BLOCK=block, num_warps=warps)
     return out, mean, rstd
 '''
 
