@@ -130,12 +130,17 @@ _GROUP_NORM = '''
 _GN_TARGET_PROGRAMS = 8 if _INTERPRET else 1024
 _GN_BLOCK = 2048
 _GN_WARPS = 8
+# Many groups ([4, 512, 31999]: 2048 groups of 64 KB, about two chunks each): 16 warps per program
+# (H200: 146 us against 166 with 8), where the G=1 cases lose with 16 (18.8 -> 24.4 us).
+_GN_WARPS_MANY_GROUPS, _GN_MANY_GROUPS = 16, 256
 _GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared memory)
 # Split kernels: walk each chunk as a body whose ends are multiples of 16 bytes (tl.multiple_of:
 # ld/st.global.v4) plus a masked head and tail. An odd HxW (e.g. [4, 512, 31999]) left every
 # group and chunk start unaligned, so every load and store was a scalar 2-byte access (168 us,
-# floor 61.5). False: the previous loops from each chunk's own start.
-_GN_ALIGNED = True
+# floor 61.5). False: the previous loops from each chunk's own start. Measured on the H200 it did
+# not pay: 195 vs 166 us there at 8 warps, 145 vs 146 at 16, and 20.4 vs 18.8 us on
+# [32, 64, 56, 56] G=32, so it is off.
+_GN_ALIGNED = False
 # The apply kernel takes groups last to first, so its first reads find the groups the sums
 # kernel read last still in L2 (a free share of the second read when x is larger than L2).
 _GN_REVERSE = True
@@ -482,7 +487,7 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     acc = _acc(input.dtype)
     part = torch.empty((NG * S * 2,), dtype=torch.float64 if acc == tl.float64 else torch.float32,
                        device=input.device)
-    warps = 4 if block <= 1024 else _GN_WARPS
+    warps = 4 if block <= 1024 else (_GN_WARPS_MANY_GROUPS if NG >= _GN_MANY_GROUPS else _GN_WARPS)
     stages = 1 if _INTERPRET or _CONSERVATIVE else _GN_STAGES
     aligned = _GN_ALIGNED and not _CONSERVATIVE
     vec = max(1, 16 // x.element_size())
