@@ -173,18 +173,23 @@ def test_group_norm_matches_eager_on_each_path(knobs: dict, tmp_path: Path) -> N
     assert _gn_problems(kernel, GN_CASES) == []
 
 
-def test_group_norm_fused_path_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
-    """ROUND_STATS in the whole-group kernel: y = x*a + (beta - a*mean) from the stored f16
-    statistics, as CUDA eager computes it (run here on CPU tensors)."""
-    case = GN_CASES[5]
-    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_FUSED=True, _GN_FUSED_MIN_GROUPS=1,
-                   _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
-    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
+def _assert_rounded_stats_output(kernel) -> tuple:
+    """y = x*a + (beta - a*mean) from the stored f16 statistics, as CUDA eager computes it (run
+    here on CPU tensors); returns the case's inputs and the kernel's (out, mean, rstd)."""
+    args, _ = materialize_case(GN, parse_case(GN_CASES[5]), torch.Generator().manual_seed(0))
     x, w, b = args[0], args[1], args[2]
     out, mean, rstd = kernel(*args)
     a = rstd.float() * w.float()  # [N, C]: one channel per group
     want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
     torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+    return args, mean, rstd
+
+
+def test_group_norm_fused_path_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
+    """ROUND_STATS in the whole-group kernel."""
+    kernel = _load("norm_extra", GN, [parse_case(GN_CASES[5])], tmp_path, _GN_FUSED=True,
+                   _GN_FUSED_MIN_GROUPS=1, _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+    _assert_rounded_stats_output(kernel)
 
 
 @pytest.mark.parametrize("aligned", [True, False])
@@ -192,16 +197,10 @@ def test_group_norm_split_path_rounds_statistics_like_cuda_eager(
     aligned: bool, tmp_path: Path
 ) -> None:
     """ROUND_STATS in the split kernels, aligned or not, chunks starting inside odd planes."""
-    case = GN_CASES[5]
-    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_FUSED=False,
+    kernel = _load("norm_extra", GN, [parse_case(GN_CASES[5])], tmp_path, _GN_FUSED=False,
                    _GN_ALIGNED=aligned, _INTERPRET=False, _GN_BLOCK=32, _GN_TARGET_PROGRAMS=64,
                    _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
-    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
-    x, w, b = args[0], args[1], args[2]
-    out, mean, rstd = kernel(*args)
-    a = rstd.float() * w.float()  # [N, C]: one channel per group
-    want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
-    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+    args, mean, rstd = _assert_rounded_stats_output(kernel)
     eager = torch.ops.aten.native_group_norm.default(*args)
     torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
     torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)

@@ -661,6 +661,22 @@ def runtime_source(variant: int) -> str:
 # ---------------------------------------------------------------- kernel and wrapper text
 
 
+def _coordinate_lines(lines: list[str], first: int) -> None:
+    """Append the nested `if LAYOUT % 8 > k:` blocks that split `rest` into the coordinates
+    c{MAX_DIMS - first} ... c0 along the merged dims (sizes read from geo_ptr)."""
+    pad = "    "
+    for k in range(first, MAX_DIMS):
+        d = MAX_DIMS - k
+        lines.append(f"{pad}if LAYOUT % 8 > {k}:")
+        pad += "    "
+        lines += [
+            f"{pad}size{d} = tl.load(geo_ptr + {d})",
+            f"{pad}c{d} = rest % size{d}",
+            f"{pad}rest = rest // size{d}",
+            f"{pad}c{d - 1} = rest",
+        ]
+
+
 def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     """`_kernel_flat` (every tensor operand laid out like the output: index = offset) or
     `_kernel` (N-d coordinates over the merged dims, per-operand strides)."""
@@ -690,17 +706,7 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
             "    c5 = offs",
             "    rest = offs",
         ]
-        pad = "    "
-        for k in range(1, MAX_DIMS):
-            d = MAX_DIMS - k
-            lines.append(f"{pad}if LAYOUT % 8 > {k}:")
-            pad += "    "
-            lines += [
-                f"{pad}size{d} = tl.load(geo_ptr + {d})",
-                f"{pad}c{d} = rest % size{d}",
-                f"{pad}rest = rest // size{d}",
-                f"{pad}c{d - 1} = rest",
-            ]
+        _coordinate_lines(lines, 1)
 
     def offset_lines(p: str, pad: str) -> list[str]:
         if flat:
@@ -804,17 +810,7 @@ def _tile_kernel_source(spec: Elementwise) -> str:
         "    # outer coordinates: scalars, once per program",
         "    c3 = rest",
     ]
-    pad = "    "
-    for k in range(3, MAX_DIMS):
-        d = MAX_DIMS - k
-        lines.append(f"{pad}if LAYOUT % 8 > {k}:")
-        pad += "    "
-        lines += [
-            f"{pad}size{d} = tl.load(geo_ptr + {d})",
-            f"{pad}c{d} = rest % size{d}",
-            f"{pad}rest = rest // size{d}",
-            f"{pad}c{d - 1} = rest",
-        ]
+    _coordinate_lines(lines, 3)
 
     def offset_lines(p: str, pad: str) -> list[str]:
         """{p}_off: [BLOCK_R, BLOCK_C], or [BLOCK_R, 1] for an operand broadcast along rows."""

@@ -189,16 +189,24 @@ def _strides4(t):
 
 
 @triton.jit
-def _coords(R, Q, C, A, B, CL: tl.constexpr, I64: tl.constexpr, BLOCK_R: tl.constexpr,
-            BLOCK_Q: tl.constexpr):
-    """(n, c, a, b, flat offset, in-range mask) of this program's tile of a dense [N, C, A, B]
-    tensor walked in memory order. Row coordinates are [BLOCK_R, 1], the column one [1, BLOCK_Q]:
-    the integer division runs once per row, never per element."""
+def _tile_rq(I64: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Row ([BLOCK_R, 1]) and column ([1, BLOCK_Q]) indices of this program's tile (grid: row
+    blocks, column blocks); int64 rows when I64."""
     pid = tl.program_id(0)
     if I64:
         pid = pid.to(tl.int64)
     r = (pid * BLOCK_R + tl.arange(0, BLOCK_R))[:, None]
     q = (tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q))[None, :]
+    return r, q
+
+
+@triton.jit
+def _coords(R, Q, C, A, B, CL: tl.constexpr, I64: tl.constexpr, BLOCK_R: tl.constexpr,
+            BLOCK_Q: tl.constexpr):
+    """(n, c, a, b, flat offset, in-range mask) of this program's tile of a dense [N, C, A, B]
+    tensor walked in memory order. Row coordinates are [BLOCK_R, 1], the column one [1, BLOCK_Q]:
+    the integer division runs once per row, never per element."""
+    r, q = _tile_rq(I64, BLOCK_R, BLOCK_Q)
     ok = (r < R) & (q < Q)
     if CL:
         b = r % B
@@ -300,11 +308,7 @@ def _max_pool_bwd_s2_kernel(go_ptr, idx_ptr, out_ptr, R, Q, gp, gh, gw, gc, jp, 
     by constants, row offsets are visible multiples (aligned vector stores). (The per-element
     gather did four int64 index loads, two runtime divisions and ~40 index instructions per
     element: 27% of HBM bandwidth on the H200.)"""
-    pid = tl.program_id(0)
-    if I64:
-        pid = pid.to(tl.int64)
-    r = (pid * BLOCK_R + tl.arange(0, BLOCK_R))[:, None]
-    q = (tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q))[None, :]
+    r, q = _tile_rq(I64, BLOCK_R, BLOCK_Q)
     ok = (r < R) & (q < Q)
     if CL:  # rows (image, m, n), columns channels
         n = r % MW
@@ -534,11 +538,7 @@ def _avg_pool_tile_kernel(x_ptr, out_ptr, R, divisor, H: tl.constexpr, W: tl.con
     eager's (kh, kw) order. H, W, OH, OW are constexpr: row offsets are multiples the compiler
     sees (aligned vector loads) and the plane split is a division by a constant. (The generic
     kernel read each tap with a scalar strided load: 50% of HBM bandwidth on the H200.)"""
-    pid = tl.program_id(0)
-    if I64:
-        pid = pid.to(tl.int64)
-    r = (pid * BLOCK_R + tl.arange(0, BLOCK_R))[:, None]
-    q = (tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q))[None, :]
+    r, q = _tile_rq(I64, BLOCK_R, BLOCK_Q)
     w = (tl.program_id(1) * (BLOCK_Q * KW) + tl.arange(0, BLOCK_Q * KW))[None, :]
     if H == OH * KH:
         src = x_ptr + r * (KH * W) + w
@@ -667,11 +667,7 @@ def _avg_pool_bwd_tile_kernel(go_ptr, out_ptr, R, Q, divisor, W: tl.constexpr,
     compiler can see (aligned vector stores) and the pixel split is a division by a constant.
     (The gather kernel spent ~50 instructions and two runtime divisions per element: 29% of
     HBM bandwidth on the H200.)"""
-    pid = tl.program_id(0)
-    if I64:
-        pid = pid.to(tl.int64)
-    r = (pid * BLOCK_R + tl.arange(0, BLOCK_R))[:, None]
-    q = (tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q))[None, :]
+    r, q = _tile_rq(I64, BLOCK_R, BLOCK_Q)
     if CL:
         ok = (r < R) & (q < Q)
         src = go_ptr + r * Q + q
