@@ -661,6 +661,15 @@ def runtime_source(variant: int) -> str:
 # ---------------------------------------------------------------- kernel and wrapper text
 
 
+def _cast_lines(v: str) -> list[str]:
+    """Operand `v` converted to the compute dtype CDT inside the kernel."""
+    return [
+        f"        if CDT == tl.float64 and {v}_ptr.dtype.element_ty.primitive_bitwidth < 32:",
+        f"            {v} = {v}.to(tl.float32)  # exact; direct half->f64 casts fail on CPU",
+        f"        {v} = {v}.to(CDT)",
+    ]
+
+
 def _coordinate_lines(lines: list[str], first: int) -> None:
     """Append the nested `if LAYOUT % 8 > k:` blocks that split `rest` into the coordinates
     c{MAX_DIMS - first} ... c0 along the merged dims (sizes read from geo_ptr)."""
@@ -739,13 +748,7 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
         lines += offset_lines(v, "            ")
         lines.append(f"        {v} = tl.load({v}_ptr + {v}_off, mask=mask, other=0)")
         if not operand.raw:
-            lines.append(
-                f"        if CDT == tl.float64 and {v}_ptr.dtype.element_ty.primitive_bitwidth < 32:"
-            )
-            lines.append(
-                f"            {v} = {v}.to(tl.float32)  # exact; direct half->f64 casts fail on CPU"
-            )
-            lines.append(f"        {v} = {v}.to(CDT)")
+            lines += _cast_lines(v)
     lines.append(codegen.indent(spec.body.strip("\n")))
     lines += offset_lines("out", "    ")
     lines.append("    if OUT_BOOL:")
@@ -849,13 +852,7 @@ def _tile_kernel_source(spec: Elementwise) -> str:
         lines.append("            else:")
         lines.append(f"                {v} = tl.load({v}_ptr + {v}_off, mask=mask, other=0)")
         if not operand.raw:
-            lines.append(
-                f"        if CDT == tl.float64 and {v}_ptr.dtype.element_ty.primitive_bitwidth < 32:"
-            )
-            lines.append(
-                f"            {v} = {v}.to(tl.float32)  # exact; direct half->f64 casts fail on CPU"
-            )
-            lines.append(f"        {v} = {v}.to(CDT)")
+            lines += _cast_lines(v)
     lines.append(codegen.indent(spec.body.strip("\n")))
     lines += offset_lines("out", "    ")
     lines += [

@@ -189,6 +189,21 @@ def _strides4(t):
 
 
 @triton.jit
+def _avg_of_window(acc, divisor, lh, lw, hs, he, ws, we, HAS_DIV: tl.constexpr,
+                   COUNT_PAD: tl.constexpr):
+    """A window's sum over its divisor (divisor_override, the padded window lh*lw, or the
+    window inside the plane), 0 for an empty window, as eager's avg_pool2d."""
+    if HAS_DIV:
+        div = tl.zeros_like(acc) + divisor
+    elif COUNT_PAD:
+        div = (lh * lw).to(acc.dtype)
+    else:
+        div = ((he - hs) * (we - ws)).to(acc.dtype)
+    empty = (hs >= he) | (ws >= we)
+    return tl.where(empty, 0.0, acc / tl.where(empty, 1.0, div))
+
+
+@triton.jit
 def _tile_rq(I64: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):
     """Row ([BLOCK_R, 1]) and column ([1, BLOCK_Q]) indices of this program's tile (grid: row
     blocks, column blocks); int64 rows when I64."""
@@ -514,14 +529,7 @@ def _avg_pool_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw, divi
             w = w0 + kw
             m = h_ok & (w >= 0) & (w < W)
             acc += tl.load(row + w * sw, mask=m, other=0).to(ACC)
-    if HAS_DIV:
-        div = tl.zeros([BLOCK_R, BLOCK_Q], ACC) + divisor
-    elif COUNT_PAD:
-        div = (lh * lw).to(ACC)
-    else:
-        div = ((he - hs) * (we - ws)).to(ACC)
-    empty = (hs >= he) | (ws >= we)
-    res = tl.where(empty, 0.0, acc / tl.where(empty, 1.0, div))
+    res = _avg_of_window(acc, divisor, lh, lw, hs, he, ws, we, HAS_DIV, COUNT_PAD)
     tl.store(out_ptr + o, res.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -601,14 +609,7 @@ def _avg_pool_flat_kernel(x_ptr, out_ptr, total, divisor, H: tl.constexpr, W: tl
             if (OW - 1) * SW - PW + kw >= W:
                 m = m & (w0 + kw < W)
             acc += tl.load(corner + (kh * W + kw), mask=m, other=0).to(ACC)
-    if HAS_DIV:
-        div = tl.zeros([BLOCK], ACC) + divisor
-    elif COUNT_PAD:
-        div = (lh * lw).to(ACC)
-    else:
-        div = ((he - hs) * (we - ws)).to(ACC)
-    empty = (hs >= he) | (ws >= we)
-    res = tl.where(empty, 0.0, acc / tl.where(empty, 1.0, div))
+    res = _avg_of_window(acc, divisor, lh, lw, hs, he, ws, we, HAS_DIV, COUNT_PAD)
     if EVEN:
         tl.store(out_ptr + o, res.to(out_ptr.dtype.element_ty))
     else:
