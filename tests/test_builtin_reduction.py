@@ -193,3 +193,75 @@ def test_argmax_and_sum_compile_for_an_sm90_gpu() -> None:
         cases = [parse_case(c) for c in CASES[op]]
         batch.append((op, _write(op, cases), cases))
     assert_compiles_for_sm90(batch)
+
+
+# The experimental row paths, switched on in the generated text as knob_sweep switches them on the
+# GPU. The interpreter's persistent grid is 3 programs, so each shape has >= 6 row blocks: every
+# program walks several blocks and one of them the ragged last one.
+PERSIST_CASES: dict[str, list[str]] = {
+    "sum.dim_IntList": [
+        "((T([7, 211, 33], f16), [-1]), {})",
+        "((T([41, 700], f32), [1]), {'dtype': torch.float64})",
+        "((T([13, 1, 700], f32, [2100, 700, 1]), [-1], True), {})",
+        "((T([2000, 7], i32), [1]), {})",
+        "((T([7000, 3], b8), [1]), {})",
+    ],
+    "mean.dim": [
+        "((T([50, 300], bf16), [-1], True), {})",
+        "((T([4, 9, 512], f32), [2], True), {})",
+    ],
+    "var_mean.correction": ["((T([100, 130], f32), [1]), {})"],
+    "std.correction": ["((T([300, 45], f16), [1]), {'correction': 0})"],
+}
+
+
+def _switched(text: str, knob: str, value: str) -> str:
+    line = next(line for line in text.splitlines() if line.startswith(f"{knob} = "))
+    return text.replace(line, f"{knob} = {value}", 1)
+
+
+@pytest.mark.parametrize("op", sorted(PERSIST_CASES))
+def test_persistent_row_kernel_matches_eager(op: str) -> None:
+    cases = [parse_case(c) for c in PERSIST_CASES[op]]
+    text = _switched(_write(op, cases), "_ROW_PERSIST", "True")
+    assert run_generated(op, text, cases) == []
+
+
+def test_persistent_row_kernel_is_off_by_default_and_taken_when_on() -> None:
+    """The switch is off in the written file; on, every PERSIST_CASES shape takes that path."""
+    import tempfile
+    from pathlib import Path
+
+    from builtin_support import load_kernel
+
+    op = "sum.dim_IntList"
+    cases = [parse_case(c) for c in PERSIST_CASES[op]]
+    text = _write(op, cases)
+    assert "_ROW_PERSIST = False" in text.splitlines()
+    with tempfile.TemporaryDirectory() as tmp:
+        module = sys.modules[load_kernel(op, text, Path(tmp)).__module__]
+        for texts in PERSIST_CASES.values():
+            for case in texts:
+                x, dims = materialize_case(op, parse_case(case), torch.Generator())[0][:2]
+                dims = module._norm_dims(dims, x.dim())
+                _, outer, red, inner, _ = module._as_outer_r_inner(x, dims, False)
+                assert module._persist_plan(x, outer, red, inner) is not None, case
+        x = torch.randn(5, 700)  # too few row blocks for 3 programs: the one-shot kernel
+        assert module._persist_plan(x, 5, 700, 1) is None
+
+
+@pytest.mark.parametrize("op", ["sum.dim_IntList", "mean.dim", "var.correction"])
+def test_forced_row_splits_match_eager(op: str) -> None:
+    cases = [parse_case(c) for c in CASES[op]]
+    text = _switched(_write(op, cases), "_ROW_SPLIT_FORCE", "3")
+    assert run_generated(op, text, cases) == []
+
+
+def test_persistent_row_kernel_compiles_for_an_sm90_gpu() -> None:
+    from builtin_support import assert_compiles_for_sm90
+
+    batch = []
+    for op in ("sum.dim_IntList", "var_mean.correction"):
+        cases = [parse_case(c) for c in PERSIST_CASES[op]]
+        batch.append((op, _switched(_write(op, cases), "_ROW_PERSIST", "True"), cases))
+    assert_compiles_for_sm90(batch)
