@@ -559,3 +559,89 @@ def test_batch_norm_eval_returns_running_stats_as_saved_where_cuda_eager_does() 
     torch.testing.assert_close(out2, out)
     torch.testing.assert_close(mean, args[3])
     torch.testing.assert_close(istd, 1 / torch.sqrt(args[4] + 1e-3))
+
+
+# `_ROWS_CONST_N` (off by default): short rows of an even length that is not a multiple of 16
+# elements, too long for the flat kernel, on `_rows_const_kernel` (the length a constexpr):
+# 8-byte (196 f16), 4-byte (130 bf16) and 16-byte (36 f32, 6 f64) aligned rows, a partial last
+# program, 8-element rows.
+CONST_ROW_CASES: dict[str, list[str]] = {
+    "_softmax.default": [
+        "((T([2, 3, 7, 196], f16), -1, False), {})",
+        "((T([9, 130], bf16), 1, False), {})",
+        "((T([13, 36], f32), -1, False), {})",
+        "((T([300, 8], f32), -1, False), {})",
+        "((T([5, 6], f64), 1, False), {})",
+    ],
+    "_log_softmax.default": [
+        "((T([11, 196], f16), -1, False), {})",
+        "((T([9, 130], bf16), 1, False), {})",
+    ],
+    "_softmax_backward_data.default": [
+        "((T([11, 196], f16), T([11, 196], f16), -1, torch.float16), {})",
+        "((T([7, 36], f32), T([7, 36], f32), 1, torch.float32), {})",
+    ],
+    "_log_softmax_backward_data.default": [
+        "((T([11, 196], f16), T([11, 196], f16), -1, torch.float16), {})",
+        "((T([9, 130], bf16), T([9, 130], bf16), 1, torch.bfloat16), {})",
+        "((T([5, 6], f64), T([5, 6], f64), 1, torch.float64), {})",
+    ],
+}
+# the switch on with its knobs: halves or one tile, rows per program and warps
+CONST_ROW_KNOBS = [
+    dict(_ROWS_CONST_N=True),
+    dict(_ROWS_CONST_N=True, _ROWS_CONST_SPLIT=False),
+    dict(_ROWS_CONST_N=True, _ROWS_CONST_M=16, _ROWS_CONST_WARPS=2),
+    dict(_ROWS_CONST_N=True, _ROWS_CONST_SPLIT=False, _ROWS_CONST_M=1, _ROWS_CONST_WARPS=4),
+]
+
+
+@pytest.mark.parametrize("knobs", range(len(CONST_ROW_KNOBS)))
+@pytest.mark.parametrize("op", sorted(CONST_ROW_CASES))
+def test_softmax_const_length_rows_match_eager_with_every_knob(op: str, knobs: int) -> None:
+    cases = [parse_case(c) for c in CONST_ROW_CASES[op]]
+    text = _with_constants(_write(softmax, op, cases), **CONST_ROW_KNOBS[knobs])
+    assert run_generated(op, text, cases) == []
+
+
+@pytest.mark.parametrize("split", [True, False])
+@pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
+def test_softmax_const_length_rows_handle_minus_infinity_like_eager(op: str, split: bool) -> None:
+    cases = [parse_case("((T([11, 196], f16), -1, False), {})"),
+             parse_case("((T([5, 130], bf16), 1, False), {})")]  # fmt: skip
+    text = _with_constants(_write(softmax, op, cases), _ROWS_CONST_N=True, _ROWS_CONST_SPLIT=split)
+    assert run_generated(op, text, cases, make_args=_with_infinities) == []
+
+
+def _uses_const_rows(text: str, case_text: str) -> bool:
+    import importlib
+    import tempfile
+    from pathlib import Path
+
+    case = parse_case(case_text)
+    with tempfile.TemporaryDirectory() as tmp:
+        module = importlib.import_module(
+            load_kernel("_softmax.default", text, Path(tmp)).__module__
+        )
+        x = torch.empty(case.args[0].shape, dtype=case.args[0].dtype)
+        return "R" in module._plan(x, case.args[1], x.dtype)[2]
+
+
+def test_softmax_const_length_rows_only_when_switched_on() -> None:
+    """Off by default (nothing changes until measured); on, 196-wide rows take it, 16-aligned
+    and odd lengths do not (a constant gives them no wider vectors)."""
+    text = _write(softmax, "_softmax.default", [])
+    on = _with_constants(text, _ROWS_CONST_N=True)
+    assert not _uses_const_rows(text, "((T([4, 196], f16), -1, False), {})")
+    assert _uses_const_rows(on, "((T([4, 196], f16), -1, False), {})")
+    assert not _uses_const_rows(on, "((T([4, 256], f16), -1, False), {})")
+    assert not _uses_const_rows(on, "((T([4, 201], f32), -1, False), {})")
+
+
+def test_softmax_const_length_rows_compile_for_an_sm90_gpu() -> None:
+    batch = []
+    for op, texts in CONST_ROW_CASES.items():
+        cases = [parse_case(t) for t in texts]
+        text = _write(softmax, op, cases)
+        batch += [(op, _with_constants(text, **knobs), cases) for knobs in CONST_ROW_KNOBS[:3]]
+    assert_compiles_for_sm90(batch)
