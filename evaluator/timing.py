@@ -63,12 +63,13 @@ PARTIAL_READ_OPS = frozenset(
 )
 
 
-# Positional tensor inputs an op reads only for their shape, dtype or device: not bytes that must
-# move. Pooling backwards take the forward input for its geometry (the gradient goes where the
-# windows or the saved indices say); the *_like / new_* factories only copy metadata. Counting
+# Positional tensor inputs an op never reads: not bytes that must move. Pooling backwards take the
+# forward input for its geometry only (the gradient goes where the windows or the saved indices
+# say); the *_like / new_* factories copy metadata only; fill_, zero_, copy_ and the in-place
+# random fills overwrite `self` without reading it (its write is counted as the output). Counting
 # them made the H200 floor of avg_pool2d_backward 1.7x too high, so a kernel at ~70% of the
 # bandwidth read "100%" and its time was clamped up to that floor.
-SHAPE_ONLY_INPUTS: dict[str, tuple[int, ...]] = {
+UNREAD_INPUTS: dict[str, tuple[int, ...]] = {
     "avg_pool2d_backward": (1,),
     "avg_pool3d_backward": (1,),
     "max_pool2d_with_indices_backward": (1,),
@@ -86,6 +87,14 @@ SHAPE_ONLY_INPUTS: dict[str, tuple[int, ...]] = {
     "new_zeros": (0,),
     "new_ones": (0,),
     "new_full": (0,),
+    "fill_": (0,),
+    "zero_": (0,),
+    "copy_": (0,),
+    "random_": (0,),
+    "uniform_": (0,),
+    "normal_": (0,),
+    "bernoulli_": (0,),
+    "exponential_": (0,),
 }
 
 
@@ -102,11 +111,11 @@ def _distinct_bytes(t: torch.Tensor) -> int:
 
 def _bytes_moved(op: str, args: Any, out: Any) -> int:
     """Bytes any implementation must move: every output written, every input read once
-    (for partial-read ops only integer index inputs; inputs in SHAPE_ONLY_INPUTS not at all)."""
+    (for partial-read ops only integer index inputs; inputs in UNREAD_INPUTS not at all)."""
     base = op.split(".")[0]
     partial = base in PARTIAL_READ_OPS
-    if not partial and base in SHAPE_ONLY_INPUTS and isinstance(args, list | tuple):
-        skip = SHAPE_ONLY_INPUTS[base]
+    if not partial and base in UNREAD_INPUTS and isinstance(args, list | tuple):
+        skip = UNREAD_INPUTS[base]
         args = [a for i, a in enumerate(args) if i not in skip]
     total = 0
     for value in (out,) if partial else (args, out):

@@ -45,6 +45,11 @@ def test_inputs_read_only_for_their_shape_are_not_counted() -> None:
     moved = _bytes_moved("max_pool2d_with_indices_backward.default", args, self.clone())
     assert moved == (grad.numel() + self.numel()) * 2 + indices.numel() * 8
     assert _bytes_moved("zeros_like.default", (self,), self.clone()) == self.numel() * 2
+    # copy_ reads src and writes self; fill_ only writes
+    src = torch.zeros(2, 3, 8, 8, dtype=torch.float32)
+    moved = _bytes_moved("copy_.default", (self, src), self)
+    assert moved == src.numel() * 4 + self.numel() * 2
+    assert _bytes_moved("fill_.Tensor", (self, torch.tensor(1.0)), self) == 4 + self.numel() * 2
     # ops not listed still count every input (threshold_backward compares against `self`)
     moved = _bytes_moved("threshold_backward.default", (grad, grad.clone(), 0.0), grad.clone())
     assert moved == grad.numel() * 2 * 3
