@@ -5,8 +5,8 @@ The interpreter normally plans small tiles; these tests patch the generated modu
 (the wrapper's planning only: the kernels still run in the interpreter) or its knobs so that the
 paths the H200 takes run here too: the layer norm backward's tile-shaped column sums over several
 row steps per program with a ragged last step and the one-step partial-row reduction, and group
-norm's persistent whole-group kernel (16-byte aligned bodies with unaligned heads and tails,
-channel by channel or with per-element weights), next to the split kernels it replaces.
+norm's split kernels with GPU-sized plans (chunks starting inside odd planes, 16 warps for many
+groups).
 """
 
 from __future__ import annotations
@@ -145,27 +145,16 @@ def _gn_problems(kernel: Any, cases: list[str]) -> list[str]:
 
 
 GN_KNOBS = [
-    {"_GN_FUSED": True, "_GN_FUSED_MIN_GROUPS": 1},  # every case through the whole-group kernel
-    {
-        "_GN_FUSED": True,
-        "_GN_FUSED_MIN_GROUPS": 1,
-        "_INTERPRET": False,
-        "_GN_FUSED_BLOCK": 64,
-    },  # GPU planning
-    {"_GN_FUSED": False},  # the split kernels (aligned bodies, reversed apply, constant HxW)
+    {},  # the interpreter's plan
     # GPU planning with short steps and many programs: several chunks per channel, each starting
     # unaligned inside an odd plane, and multi-chunk groups across short planes
-    {"_GN_FUSED": False, "_INTERPRET": False, "_GN_BLOCK": 32, "_GN_TARGET_PROGRAMS": 256},
-    {"_GN_FUSED": False, "_INTERPRET": False, "_GN_BLOCK": 64, "_GN_TARGET_PROGRAMS": 64,
-     "_GN_CONST_HW": False, "_GN_REVERSE": False},
-    {"_GN_FUSED": False, "_GN_ALIGNED": False, "_GN_REVERSE": False},  # the previous loops
-    {"_GN_FUSED": False, "_INTERPRET": False, "_GN_BLOCK": 32, "_GN_TARGET_PROGRAMS": 256,
-     "_GN_ALIGNED": False},
+    {"_INTERPRET": False, "_GN_BLOCK": 32, "_GN_TARGET_PROGRAMS": 256},
+    {"_INTERPRET": False, "_GN_BLOCK": 64, "_GN_TARGET_PROGRAMS": 64, "_GN_MANY_GROUPS": 1},
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    "knobs", GN_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items())
+    "knobs", GN_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "default"
 )
 def test_group_norm_matches_eager_on_each_path(knobs: dict, tmp_path: Path) -> None:
     cases = [parse_case(c) for c in GN_CASES]
@@ -173,53 +162,22 @@ def test_group_norm_matches_eager_on_each_path(knobs: dict, tmp_path: Path) -> N
     assert _gn_problems(kernel, GN_CASES) == []
 
 
-def _assert_rounded_stats_output(kernel) -> tuple:
-    """y = x*a + (beta - a*mean) from the stored f16 statistics, as CUDA eager computes it (run
-    here on CPU tensors); returns the case's inputs and the kernel's (out, mean, rstd)."""
-    args, _ = materialize_case(GN, parse_case(GN_CASES[5]), torch.Generator().manual_seed(0))
+def test_group_norm_split_path_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
+    """ROUND_STATS in the split kernels with chunks starting inside odd planes: y = x*a +
+    (beta - a*mean) from the stored f16 statistics, as CUDA eager computes it (run here on CPU
+    tensors)."""
+    case = GN_CASES[5]
+    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _INTERPRET=False,
+                   _GN_BLOCK=32, _GN_TARGET_PROGRAMS=64, _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
     x, w, b = args[0], args[1], args[2]
     out, mean, rstd = kernel(*args)
     a = rstd.float() * w.float()  # [N, C]: one channel per group
     want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
     torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
-    return args, mean, rstd
-
-
-def test_group_norm_fused_path_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
-    """ROUND_STATS in the whole-group kernel."""
-    kernel = _load("norm_extra", GN, [parse_case(GN_CASES[5])], tmp_path, _GN_FUSED=True,
-                   _GN_FUSED_MIN_GROUPS=1, _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
-    _assert_rounded_stats_output(kernel)
-
-
-@pytest.mark.parametrize("aligned", [True, False])
-def test_group_norm_split_path_rounds_statistics_like_cuda_eager(
-    aligned: bool, tmp_path: Path
-) -> None:
-    """ROUND_STATS in the split kernels, aligned or not, chunks starting inside odd planes."""
-    kernel = _load("norm_extra", GN, [parse_case(GN_CASES[5])], tmp_path, _GN_FUSED=False,
-                   _GN_ALIGNED=aligned, _INTERPRET=False, _GN_BLOCK=32, _GN_TARGET_PROGRAMS=64,
-                   _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
-    args, mean, rstd = _assert_rounded_stats_output(kernel)
     eager = torch.ops.aten.native_group_norm.default(*args)
     torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
     torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)
-
-
-def test_group_norm_plans_whole_groups_only_where_they_fit(tmp_path: Path) -> None:
-    """GPU planning: the 2048 groups of [4, 512, 31999] take the whole-group kernel (264 programs
-    on 132 SMs, per channel, 16.9 MB of groups between their reads); few groups or groups whose
-    second read would leave L2 take the split kernels."""
-    kernel = _load("norm_extra", GN, [parse_case(GN_CASES[0])], tmp_path, _INTERPRET=False,
-                   _GN_FUSED=True, _GN_FUSED_MIN_GROUPS=256)  # fmt: skip
-    g = kernel.__globals__
-    g["_num_sms"] = lambda device: 132
-    x = torch.empty(1, dtype=torch.float16)
-    assert g["_gn_fused_plan"](x, 2048, 31999, 31999, 1) == (264, True, 4096, 8, 3)
-    assert g["_gn_fused_plan"](x, 32, 200704, 3136, 64) is None  # G=1: 32 groups
-    assert g["_gn_fused_plan"](x, 4096, 1 << 20, 1 << 20, 1) is None  # 2 MB groups
-    plan = g["_gn_fused_plan"](x, 1024, 1960, 196, 10)  # short planes: per-element weights
-    assert plan is not None and plan[1] is False
 
 
 def test_new_paths_compile_for_an_sm90_gpu() -> None:

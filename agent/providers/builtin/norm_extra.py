@@ -16,10 +16,7 @@ How the generated kernels work:
   kernel writes each chunk's sums shifted by the group's first element (no catastrophic
   cancellation), a second combines a group's sums in a fixed order, writes mean and rstd (in the
   input dtype, shaped [N, group] like eager) and normalises its chunk with the channel's weight
-  and bias; both walk a chunk as a 16-byte aligned body (vector loads and stores for any HxW)
-  with a masked head and tail, the second kernel groups last to first. With many groups that fit L2 (e.g. 512 groups per sample) one persistent kernel
-  takes whole groups instead: sums, statistics, then a second read of the group from L2, in
-  loop steps aligned to 16 bytes (vector loads for any HxW); the _GN_* knobs choose;
+  and bias;
 - _weight_norm_interface (dim 0 or last): the input (made contiguous) is read as [A, D, B] with D
   the kept dim; partial sums of squares go to an fp32 buffer with atomic adds (a column tile when
   B == 1, so the last-dim case reads memory in order), then one elementwise launch writes
@@ -131,37 +128,11 @@ _GN_TARGET_PROGRAMS = 8 if _INTERPRET else 1024
 _GN_BLOCK = 2048
 _GN_WARPS = 8
 # Many groups ([4, 512, 31999]: 2048 groups of 64 KB, about two chunks each): 16 warps per program
-# (H200: 146 us against 166 with 8), where the G=1 cases lose with 16 (18.8 -> 24.4 us).
+# (H200: 146 us against 166 with 8), where the G=1 cases lose with 16 (18.8 -> 24.4 us). Tried
+# and dropped on the H200 (docs/BENCHMARKS.md §13): a persistent kernel taking whole groups so
+# that the second read hits L2 (301-554 us), and 16-byte-aligned chunk bodies (no gain).
 _GN_WARPS_MANY_GROUPS, _GN_MANY_GROUPS = 16, 256
 _GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared memory)
-# Split kernels: walk each chunk as a body whose ends are multiples of 16 bytes (tl.multiple_of:
-# ld/st.global.v4) plus a masked head and tail. An odd HxW (e.g. [4, 512, 31999]) left every
-# group and chunk start unaligned, so every load and store was a scalar 2-byte access (168 us,
-# floor 61.5). False: the previous loops from each chunk's own start. Measured on the H200 it did
-# not pay: 195 vs 166 us there at 8 warps, 145 vs 146 at 16, and 20.4 vs 18.8 us on
-# [32, 64, 56, 56] G=32, so it is off.
-_GN_ALIGNED = False
-# The apply kernel takes groups last to first, so its first reads find the groups the sums
-# kernel read last still in L2 (a free share of the second read when x is larger than L2).
-_GN_REVERSE = True
-# Chunks across several short planes (HxW below a loop step: per-element weight and bias): the
-# channel (k - group start) // HxW divides by HxW as a compile-time constant (a multiply-high
-# instead of a ~25-instruction division per element; one compile per HxW). False: runtime HxW.
-_GN_CONST_HW = True
-# Many groups (e.g. [4, 512, 31999] with 512 groups: 2048 groups of 64 KB): the two kernels
-# above read x twice from HBM (3 tensors of traffic for 2 that must move: 166 us on the H200, the
-# floor 61.5 us). Instead a persistent program per _GN_FUSED_PER_SM x SMs takes whole groups:
-# their sums, then a second read of the group that hits L2 (at most that many groups are between
-# their two reads, _GN_FUSED_L2_BYTES of them), in loop steps aligned to 16 bytes (an odd HxW
-# left every row start unaligned: scalar 2-byte loads). Measured on the H200 it is slower: 301-554
-# us against the split kernels' 168 (no knob setting helped), so it is off until understood.
-_GN_FUSED = False
-_GN_FUSED_MIN_GROUPS = 4 if _INTERPRET else 256  # fewer: the split kernels keep SMs busy
-_GN_FUSED_PER_SM = 2
-_GN_FUSED_L2_BYTES = 24 << 20  # bytes of groups between their two reads; more: split kernels
-_GN_FUSED_BLOCK = 4096
-_GN_FUSED_WARPS = 8
-_GN_FUSED_STAGES = 3
 
 
 @triton.jit
@@ -181,8 +152,7 @@ def _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL: tl.constexpr):
 
 @triton.jit
 def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.constexpr,
-                        ACC: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
-                        STAGES: tl.constexpr, BLOCK: tl.constexpr):
+                        ACC: tl.constexpr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
     """Sums of one chunk of a group, shifted by the group's first element (every chunk of the
     group uses the same shift, so the sums add up; no catastrophic cancellation)."""
     g = tl.program_id(0).to(tl.int64)
@@ -190,65 +160,33 @@ def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.c
     base = g * D
     shift = tl.load(x_ptr + base).to(ACC)
     lo, hi, _ = _gn_range(s, D, HW, CHUNK, SPC, PER_CHANNEL)
-    if ALIGNED:
-        t1, t2 = _gn_span_sums(x_ptr, base + lo, base + hi, shift, ACC, VEC, STAGES, BLOCK)
-    else:
-        s1 = tl.zeros([BLOCK], ACC)
-        s2 = tl.zeros([BLOCK], ACC)
-        for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
-            k = k0 + tl.arange(0, BLOCK)
-            m = k < hi
-            v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
-            v = tl.where(m, v - shift, 0.0)
-            s1 += v
-            s2 += v * v
-        t1 = tl.sum(s1, axis=0)
-        t2 = tl.sum(s2, axis=0)
-    slot = (g * S + s) * 2
-    tl.store(part_ptr + slot, t1)
-    tl.store(part_ptr + slot + 1, t2)
-
-
-@triton.jit
-def _gn_span_sums(x_ptr, lo, hi, shift, ACC: tl.constexpr, VEC: tl.constexpr,
-                  STAGES: tl.constexpr, BLOCK: tl.constexpr):
-    """Sums of x - shift and of its square over [lo, hi) (indices into x): a body aligned to
-    16 bytes in BLOCK steps (vector loads whatever lo is), then head and tail in one tile."""
-    a, e = _gn_aligned(lo, hi, VEC)
     s1 = tl.zeros([BLOCK], ACC)
     s2 = tl.zeros([BLOCK], ACC)
-    for k0 in tl.range(a, e, BLOCK, num_stages=STAGES):
-        k = tl.multiple_of(k0, VEC) + tl.arange(0, BLOCK)
-        m = k < tl.multiple_of(e, VEC)
-        v = tl.load(x_ptr + k, mask=m, other=0).to(ACC)
+    for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
+        k = k0 + tl.arange(0, BLOCK)
+        m = k < hi
+        v = tl.load(x_ptr + base + k, mask=m, other=0).to(ACC)
         v = tl.where(m, v - shift, 0.0)
         s1 += v
         s2 += v * v
-    k, m = _gn_edges(lo, a, e, hi, VEC)
-    v = tl.where(m, tl.load(x_ptr + k, mask=m, other=0).to(ACC) - shift, 0.0)
-    return tl.sum(s1, axis=0) + tl.sum(v, axis=0), tl.sum(s2, axis=0) + tl.sum(v * v, axis=0)
+    slot = (g * S + s) * 2
+    tl.store(part_ptr + slot, tl.sum(s1, axis=0))
+    tl.store(part_ptr + slot + 1, tl.sum(s2, axis=0))
 
 
 @triton.jit
 def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D,
                      CHUNK, SPC, S, n_f, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                      ACC: tl.constexpr, ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr,
-                     SP: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
-                     REVERSE: tl.constexpr, HW_C: tl.constexpr, STAGES: tl.constexpr,
-                     BLOCK: tl.constexpr):
+                     SP: tl.constexpr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
     """Statistics of the group from its S partial sums (every program of the group computes the
     same values in the same order; chunk 0 stores them), then one chunk normalised.
 
     ROUND_STATS (CUDA, f16/bf16): normalise with the mean and rstd rounded to the input dtype,
     as y = x*a + b with a = rstd*w and b = beta - a*mean, which is how CUDA eager computes it
     from the statistics it stored; with unrounded ones, elements whose x*a nearly cancels the
-    bias came out several f16 ulps from eager on the H200.
-
-    REVERSE: groups last to first (the sums kernel read the last ones most recently: L2 hits).
-    HW_C > 0: HW as a constant for the per-element channel number (ALIGNED, not PER_CHANNEL)."""
+    bias came out several f16 ulps from eager on the H200."""
     g = tl.program_id(0).to(tl.int64)
-    if REVERSE:
-        g = tl.num_programs(0) - 1 - g
     s = tl.program_id(1)
     base = g * D
     shift = tl.load(x_ptr + base).to(ACC)
@@ -271,20 +209,6 @@ def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr,
         # the chunk is inside one channel: its weight and bias are scalars (a per-element
         # channel number k // HW and two gathers cost more than the bytes)
         wv, bv = _gn_affine(w_ptr, b_ptr, c_base + ci, ci < CPG, HAS_W, HAS_B, ACC)
-    if ALIGNED:
-        if PER_CHANNEL:
-            _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, base + lo, base + hi, base, c_base, HW,
-                           wv, bv, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS, False, VEC,
-                           STAGES, BLOCK)
-        elif HW_C > 0:
-            _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, base + lo, base + hi, base, c_base, HW_C,
-                           1.0, 0.0, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS, True, VEC,
-                           STAGES, BLOCK)
-        else:
-            _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, base + lo, base + hi, base, c_base, HW,
-                           1.0, 0.0, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS, True, VEC,
-                           STAGES, BLOCK)
-        return
     for k0 in tl.range(lo, hi, BLOCK, num_stages=STAGES):
         k = k0 + tl.arange(0, BLOCK)
         m = k < hi
@@ -317,92 +241,6 @@ def _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS: tl.constexpr):
     return ((v - mean) * rstd) * wv + bv
 
 
-@triton.jit
-def _gn_fused_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, CPG, HW, D, n_f,
-                     eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                     ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr, VEC: tl.constexpr,
-                     STAGES: tl.constexpr, BLOCK: tl.constexpr):
-    """Persistent: program p takes groups p, p + P, ... (P programs) whole: the group's sums
-    shifted by its first element, its statistics, then a second read of the group (from L2)
-    that writes y (PER_CHANNEL: channel by channel, weight and bias as scalars)."""
-    p = tl.program_id(0).to(tl.int64)
-    P = tl.num_programs(0)
-    for it in range(0, tl.cdiv(NG - p, P)):
-        g = p + it * P
-        lo = g * D
-        hi = lo + D
-        shift = tl.load(x_ptr + lo).to(ACC)
-        t1, t2 = _gn_span_sums(x_ptr, lo, hi, shift, ACC, VEC, STAGES, BLOCK)
-        mean_s = t1 / n_f
-        var = tl.maximum((t2 - t1 * mean_s) / n_f, 0.0)
-        mean = shift + mean_s
-        rstd = 1.0 / tl.sqrt(var + eps)
-        tl.store(mean_ptr + g, mean.to(mean_ptr.dtype.element_ty))
-        tl.store(rstd_ptr + g, rstd.to(rstd_ptr.dtype.element_ty))
-        if ROUND_STATS:
-            mean = mean.to(mean_ptr.dtype.element_ty).to(ACC)
-            rstd = rstd.to(rstd_ptr.dtype.element_ty).to(ACC)
-        c_base = (g % G) * CPG
-        if PER_CHANNEL:
-            for ci in range(0, CPG):
-                wv, bv = _gn_affine(w_ptr, b_ptr, c_base + ci, ci < CPG, HAS_W, HAS_B, ACC)
-                _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, lo + ci * HW, lo + ci * HW + HW, lo,
-                               c_base, HW, wv, bv, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS,
-                               False, VEC, STAGES, BLOCK)
-        else:
-            _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, lo, hi, lo, c_base, HW, 1.0, 0.0, mean,
-                           rstd, HAS_W, HAS_B, ACC, ROUND_STATS, True, VEC, STAGES, BLOCK)
-
-
-@triton.jit
-def _gn_aligned(lo, hi, VEC: tl.constexpr):
-    """Split [lo, hi) into a head [lo, a), a body [a, e) whose ends are multiples of VEC
-    elements (16 bytes: vector loads and stores) and a tail [e, hi); head and tail are shorter
-    than VEC. An odd HxW left every group's start unaligned: scalar 2-byte loads."""
-    a = tl.minimum(hi, (lo + VEC - 1) // VEC * VEC)
-    e = tl.maximum(a, hi // VEC * VEC)
-    return a, e
-
-
-@triton.jit
-def _gn_edges(lo, a, e, hi, VEC: tl.constexpr):
-    """Indices and mask of the head [lo, a) and the tail [e, hi) as one 2*VEC tile."""
-    j = tl.arange(0, 2 * VEC)
-    head = j < VEC
-    k = tl.where(head, lo + j, e + j - VEC)
-    return k, tl.where(head, k < a, k < hi)
-
-
-@triton.jit
-def _gn_write_span(x_ptr, out_ptr, w_ptr, b_ptr, lo, hi, g_lo, c_base, HW, wv, bv, mean, rstd,
-                   HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-                   ROUND_STATS: tl.constexpr, GATHER: tl.constexpr, VEC: tl.constexpr,
-                   STAGES: tl.constexpr, BLOCK: tl.constexpr):
-    """y over [lo, hi) of the group starting at g_lo: aligned body, then head and tail
-    (GATHER: per-element weight and bias of channel c_base + (k - g_lo) // HW)."""
-    a, e = _gn_aligned(lo, hi, VEC)
-    for k0 in tl.range(a, e, BLOCK, num_stages=STAGES):
-        k = tl.multiple_of(k0, VEC) + tl.arange(0, BLOCK)
-        _gn_write(x_ptr, out_ptr, w_ptr, b_ptr, k, k < tl.multiple_of(e, VEC), g_lo, c_base, HW,
-                  wv, bv, mean, rstd, HAS_W, HAS_B, ACC, ROUND_STATS, GATHER)
-    k, m = _gn_edges(lo, a, e, hi, VEC)
-    _gn_write(x_ptr, out_ptr, w_ptr, b_ptr, k, m, g_lo, c_base, HW, wv, bv, mean, rstd, HAS_W,
-              HAS_B, ACC, ROUND_STATS, GATHER)
-
-
-@triton.jit
-def _gn_write(x_ptr, out_ptr, w_ptr, b_ptr, k, m, g_lo, c_base, HW, wv, bv, mean, rstd,
-              HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
-              ROUND_STATS: tl.constexpr, GATHER: tl.constexpr):
-    v = tl.load(x_ptr + k, mask=m, other=0).to(ACC)
-    if GATHER:
-        # a group's offsets fit 32 bits: a 32-bit division, not a 64-bit one (k is int64)
-        c = (k - g_lo).to(tl.int32) // HW
-        wv, bv = _gn_affine(w_ptr, b_ptr, c_base + c, m, HAS_W, HAS_B, ACC)
-    y = _gn_apply(v, wv, bv, mean, rstd, ROUND_STATS)
-    tl.store(out_ptr + k, y.to(out_ptr.dtype.element_ty), mask=m)
-
-
 _ROUND_STATS_DEVICES = ("cuda",)  # where eager normalises with statistics in the input dtype
 
 
@@ -418,37 +256,6 @@ def _gn_split(NG, CPG, HW, D, block):
     s = max(1, min(_cdiv(_GN_TARGET_PROGRAMS, NG), _cdiv(D, block)))
     chunk = _cdiv(_cdiv(D, s), block) * block
     return False, chunk, 1, _cdiv(D, chunk)
-
-
-def _num_sms(device):
-    if _INTERPRET or device.type != "cuda":
-        return 2  # the interpreter: a few programs, each over several groups
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    sms = _SMS.get(index)
-    if sms is None:
-        sms = _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return sms
-
-
-_SMS = {}  # device index -> multiprocessor count
-
-
-def _gn_fused_plan(x, NG, D, HW, CPG):
-    """(programs, per_channel, block, warps, stages) of the persistent whole-group kernel, or
-    None where the split kernels fit better: few groups, or groups too large for their second
-    read to find them in L2."""
-    if not _GN_FUSED or _CONSERVATIVE or NG < _GN_FUSED_MIN_GROUPS:
-        return None
-    programs = min(NG, _GN_FUSED_PER_SM * _num_sms(x.device))
-    if programs * D * x.element_size() > _GN_FUSED_L2_BYTES:
-        return None
-    cap = 512 if _INTERPRET else _GN_FUSED_BLOCK
-    block = max(32, min(_pow2(D), cap))
-    per_channel = CPG == 1 or HW >= block
-    if per_channel:
-        block = max(32, min(_pow2(HW), cap))
-    stages = 1 if _INTERPRET else _GN_FUSED_STAGES
-    return programs, per_channel, block, _GN_FUSED_WARPS if block >= 1024 else 4, stages
 
 
 def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
@@ -470,17 +277,6 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         return out, mean, rstd
     w = weight.contiguous() if weight is not None else x
     b = bias.contiguous() if bias is not None else x
-    round_stats = (input.device.type in _ROUND_STATS_DEVICES
-                   and input.dtype in (torch.float16, torch.bfloat16))
-    fused = _gn_fused_plan(x, NG, D, HxW, CPG)
-    if fused is not None:
-        programs, per_channel, block, warps, stages = fused
-        _gn_fused_kernel[(programs,)](
-            x, w, b, out, mean, rstd, NG, group, CPG, HxW, D, float(D), float(eps),
-            HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(input.dtype),
-            ROUND_STATS=round_stats, PER_CHANNEL=per_channel, VEC=max(1, 16 // x.element_size()),
-            STAGES=stages, BLOCK=block, num_warps=warps)
-        return out, mean, rstd
     cap = _tile_cap() if _INTERPRET else (1024 if _CONSERVATIVE else _GN_BLOCK)
     block = max(32, min(_pow2(D), cap))
     per_channel, chunk, spc, S = _gn_split(NG, CPG, HxW, D, block)
@@ -489,17 +285,14 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
                        device=input.device)
     warps = 4 if block <= 1024 else (_GN_WARPS_MANY_GROUPS if NG >= _GN_MANY_GROUPS else _GN_WARPS)
     stages = 1 if _INTERPRET or _CONSERVATIVE else _GN_STAGES
-    aligned = _GN_ALIGNED and not _CONSERVATIVE
-    vec = max(1, 16 // x.element_size())
     _gn_partials_kernel[(NG, S)](x, part, D, HxW, chunk, spc, S, PER_CHANNEL=per_channel,
-                                 ACC=acc, ALIGNED=aligned, VEC=vec, STAGES=stages, BLOCK=block,
-                                 num_warps=warps)
+                                 ACC=acc, STAGES=stages, BLOCK=block, num_warps=warps)
     _gn_apply_kernel[(NG, S)](
         x, w, b, out, part, mean, rstd, group, CPG, HxW, D, chunk, spc, S, float(D), float(eps),
         HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc,
-        ROUND_STATS=round_stats, PER_CHANNEL=per_channel, SP=_pow2(S), ALIGNED=aligned, VEC=vec,
-        REVERSE=_GN_REVERSE, HW_C=HxW if aligned and _GN_CONST_HW and not per_channel else 0,
-        STAGES=stages, BLOCK=block, num_warps=warps)
+        ROUND_STATS=input.device.type in _ROUND_STATS_DEVICES
+        and input.dtype in (torch.float16, torch.bfloat16),
+        PER_CHANNEL=per_channel, SP=_pow2(S), STAGES=stages, BLOCK=block, num_warps=warps)
     return out, mean, rstd
 '''
 
@@ -614,8 +407,7 @@ _SPECS: dict[str, tuple[str, str, str]] = {
 _PLAN = (
     "Plan: row kernels over contiguous data with fp32 arithmetic (fp64 for fp64); group norm "
     "splits each (sample, group) into chunks: partial shifted sums, then statistics and "
-    "normalisation per chunk (with many groups: one persistent kernel over whole groups, the "
-    "second read from L2); weight norm sums "
+    "normalisation per chunk; weight norm sums "
     "squares with atomic adds into an fp32 buffer, then scales v elementwise."
 )
 
