@@ -204,7 +204,8 @@ def test_softmax_long_rows_match_eager_with_every_l2_switch(op: str, switches: i
     assert run_generated(op, text, cases) == []
 
 
-def _uses_flat_rows(text: str, case_text: str) -> bool:
+def _plan_constexprs(text: str, case_text: str) -> dict:
+    """The constexprs of the launch the generated file plans for the case's input."""
     import importlib
     import tempfile
     from pathlib import Path
@@ -215,7 +216,11 @@ def _uses_flat_rows(text: str, case_text: str) -> bool:
             load_kernel("_softmax.default", text, Path(tmp)).__module__
         )
         x = torch.empty(case.args[0].shape, dtype=case.args[0].dtype)
-        return "FLAT" in module._plan(x, case.args[1], x.dtype)[2]
+        return module._plan(x, case.args[1], x.dtype)[2]
+
+
+def _uses_flat_rows(text: str, case_text: str) -> bool:
+    return "FLAT" in _plan_constexprs(text, case_text)
 
 
 @pytest.mark.parametrize("flat", [True, False])
@@ -614,17 +619,7 @@ def test_softmax_const_length_rows_handle_minus_infinity_like_eager(op: str, spl
 
 
 def _uses_const_rows(text: str, case_text: str) -> bool:
-    import importlib
-    import tempfile
-    from pathlib import Path
-
-    case = parse_case(case_text)
-    with tempfile.TemporaryDirectory() as tmp:
-        module = importlib.import_module(
-            load_kernel("_softmax.default", text, Path(tmp)).__module__
-        )
-        x = torch.empty(case.args[0].shape, dtype=case.args[0].dtype)
-        return "R" in module._plan(x, case.args[1], x.dtype)[2]
+    return "R" in _plan_constexprs(text, case_text)
 
 
 def test_softmax_const_length_rows_only_when_switched_on() -> None:
