@@ -30,7 +30,14 @@ from evaluator.harness import aten_overload
 from evaluator.inputs import materialize
 from evaluator.naming import kernel_function_name, op_to_folder
 from evaluator.suites import select_operators
-from evaluator.timing import _bytes_moved, _time_pair, _wait_cycles
+from evaluator.timing import (
+    _bytes_moved,
+    _exact_copy,
+    _wait_cycles,
+    flusher_for,
+    rotation_sets,
+    time_sides,
+)
 
 
 def _load(path: Path, number: int) -> Any:
@@ -71,6 +78,12 @@ def main() -> None:
     ap.add_argument("--match", default="", help="only cases whose text contains this")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None, help="append JSON lines here")
+    ap.add_argument(
+        "--l2-state",
+        choices=("steady", "flushed"),
+        default=None,
+        help="what L2 holds when a timed call starts (default: the evaluator's)",
+    )
     args = ap.parse_args()
     knobs = _knobs(args.knob)
     folder = op_to_folder(args.op)
@@ -78,7 +91,9 @@ def main() -> None:
     if not path.is_file():
         raise SystemExit(f"knob_sweep: no kernel file {path}")
     timing = EvalConfig().timing
-    flush = torch.empty(timing.flush_l2_mib << 20, dtype=torch.uint8, device="cuda")
+    if args.l2_state:
+        timing = timing.model_copy(update={"l2_state": args.l2_state})
+    flush = flusher_for(timing)
     wait = _wait_cycles(timing.host_window_us)
     oc = select_operators("torchbench", ops=[args.op]).ops[0]
     cases = [c for c in oc.cases if args.match in c.serialize()]
@@ -97,7 +112,7 @@ def main() -> None:
         fn = getattr(module, kernel_function_name(args.op))
         for case in cases:
             a, kw = materialize(args.op, case, "cuda", 1)
-            b = [x.clone() if isinstance(x, torch.Tensor) else x for x in a]
+            b = _exact_copy(list(a))
             row: dict[str, Any] = {"op": args.op, "knobs": combo, "case": case.serialize()}
             try:
                 ok = _same(fn(*a, **kw), packet(*b, **kw))
@@ -105,9 +120,12 @@ def main() -> None:
                 ok, row["error"] = False, f"{type(exc).__name__}: {exc}"[:200]
             row["correct"] = ok
             if ok:
-                kernel, eager, _, _ = _time_pair(
-                    lambda f=fn, a=a, kw=kw: f(*a, **kw),
-                    lambda p=packet, b=b, kw=kw: p(*b, **kw),
+                n = rotation_sets(case.total_bytes(), timing)
+                sets_k = [(a, kw)] + [(_exact_copy(a), _exact_copy(kw)) for _ in range(n - 1)]
+                sets_e = [(b, kw)] + [(_exact_copy(b), _exact_copy(kw)) for _ in range(n - 1)]
+                kernel, eager, _, _ = time_sides(
+                    [lambda f=fn, a=x, kw=k: f(*a, **kw) for x, k in sets_k],
+                    [lambda p=packet, b=x, kw=k: p(*b, **kw) for x, k in sets_e],
                     flush,
                     args.reps,
                     20.0,

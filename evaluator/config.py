@@ -64,7 +64,22 @@ class TimingConfig(_Model):
         2.0, gt=0, description="stop repeating a case after this much time"
     )
     flush_l2_mib: int = Field(
-        256, ge=0, description="bytes written between reps to flush L2 (H200 L2 = 60 MB)"
+        256, ge=0, description="MiB touched between reps to flush L2 (H200 L2 = 60 MB)"
+    )
+    l2_state: Literal["steady", "flushed"] = Field(
+        "steady",
+        description="what L2 holds when a timed call starts: 'steady' = another call's data, its "
+        "output dirty, as in a model (each side rotates through `steady_sets` argument sets after "
+        "a read flush); 'flushed' = the flush buffer's dirty lines (zeroed before every call; the "
+        "call also pays for writing them back)",
+    )
+    steady_sets: int = Field(
+        4, ge=2, le=64, description="argument sets per side for l2_state = 'steady'"
+    )
+    steady_max_mib: int = Field(
+        8192,
+        ge=1,
+        description="fewer sets (never under two) for cases whose sets would exceed this per side",
     )
     host_window_us: float = Field(
         200.0,

@@ -104,6 +104,8 @@ class TestResult:
     # host wall time of one call, GPU busy (median), when measured: launch-bound calls show here
     kernel_host_ms: float | None = None
     eager_host_ms: float | None = None
+    # what L2 held when the timed calls started ("steady" or "flushed", timing.TimingConfig)
+    l2_state: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}

@@ -488,6 +488,7 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
             )
             t.kernel_host_ms = event.get("kernel_host_ms")
             t.eager_host_ms = event.get("eager_host_ms")
+            t.l2_state = event.get("l2_state")
             t.flags += [f for f in event.get("flags", []) if f not in t.flags]
 
     def _fault() -> tuple[str, str]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,6 +32,7 @@ from evaluator.inputs import materialize
 from evaluator.results import Flag
 
 if TYPE_CHECKING:
+    from evaluator.config import TimingConfig
     from evaluator.harness import Judge, Prepared
 
 _Event = torch.cuda.Event
@@ -131,11 +132,31 @@ def _bytes_moved(op: str, args: Any, out: Any) -> int:
     return total
 
 
+def l2_flusher(mib: int, mode: str) -> Callable[[], object]:
+    """A call that evicts the L2 cache before a timed call, by touching `mib` MiB on the GPU.
+
+    "write" zeroes the buffer, the common way; it leaves L2 full of the buffer's dirty lines, so the
+    timed call that follows also pays for writing them back to HBM, traffic that is not its own.
+    "read" reads the buffer instead: the previous call's dirty lines are written back during the
+    flush, and the timed call finds L2 holding clean lines it can drop for free."""
+    if mode not in ("write", "read"):
+        raise ValueError(f"flush mode {mode!r}: use 'write' or 'read'")
+    if mib <= 0:
+        return lambda: None
+    buf = torch.zeros(mib * (1 << 20) // 4, dtype=torch.int32, device="cuda")
+    return buf.zero_ if mode == "write" else buf.amax
+
+
 def _time_pair(
-    fn_a: Any, fn_b: Any, flush: torch.Tensor, reps: int, budget_s: float, wait_cycles: int = 0
+    fn_a: Any,
+    fn_b: Any,
+    flush: Callable[[], object],
+    reps: int,
+    budget_s: float,
+    wait_cycles: int = 0,
 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Device ms of a and b per repetition (interleaved, L2 flushed, GPU kept busy for
-    `wait_cycles` before each call), and the host ms of each call."""
+    """Device ms of a and b per repetition (interleaved, L2 flushed by `flush()`, GPU kept busy
+    for `wait_cycles` before each call), and the host ms of each call."""
     times_a: list[float] = []
     times_b: list[float] = []
     host_a: list[float] = []
@@ -143,7 +164,7 @@ def _time_pair(
     start_wall = _perf()
     for _ in range(reps):
         for fn, times, host in ((fn_a, times_a, host_a), (fn_b, times_b, host_b)):
-            flush.zero_()
+            flush()
             if wait_cycles:
                 _gpu_wait(wait_cycles)
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -158,6 +179,77 @@ def _time_pair(
         if _perf() - start_wall > budget_s and len(times_a) >= 3:
             break
     return times_a, times_b, host_a, host_b
+
+
+def _time_steady(
+    fns_a: list[Any],
+    fns_b: list[Any],
+    flush: Callable[[], object],
+    reps: int,
+    budget_s: float,
+    wait_cycles: int = 0,
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Like `_time_pair`, in the L2 state a model's next op meets: per batch and side, a flush,
+    then one call on each of the side's distinct argument sets (each after the GPU wait); every
+    call but the first is timed. Each timed call's inputs are cold (another set's data fills L2),
+    and it pays for evicting the previous call's data, dirty output included, which on average is
+    its own write-back. Results are kept alive through the batch, so every call writes fresh
+    memory, as an op in a model does. Needs two sets or more per side."""
+    times_a: list[float] = []
+    times_b: list[float] = []
+    host_a: list[float] = []
+    host_b: list[float] = []
+    start_wall = _perf()
+    while len(times_a) < reps:
+        for fns, times, host in ((fns_a, times_a, host_a), (fns_b, times_b, host_b)):
+            flush()
+            kept = []
+            for k, fn in enumerate(fns):
+                if wait_cycles:
+                    _gpu_wait(wait_cycles)
+                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+                start.record()
+                t0 = _perf()
+                kept.append(fn())
+                t1 = _perf()
+                end.record()
+                end.synchronize()
+                if k:
+                    times.append(start.elapsed_time(end))
+                    host.append((t1 - t0) * 1e3)
+            del kept
+        if _perf() - start_wall > budget_s and len(times_a) >= 3:
+            break
+    return times_a, times_b, host_a, host_b
+
+
+def time_sides(
+    fns_a: list[Any],
+    fns_b: list[Any],
+    flush: Callable[[], object],
+    reps: int,
+    budget_s: float,
+    wait_cycles: int = 0,
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """`_time_steady` when each side has two argument sets or more, else `_time_pair`."""
+    if len(fns_a) > 1:
+        return _time_steady(fns_a, fns_b, flush, reps, budget_s, wait_cycles)
+    return _time_pair(fns_a[0], fns_b[0], flush, reps, budget_s, wait_cycles)
+
+
+def flusher_for(cfg: TimingConfig) -> Callable[[], object]:
+    """The flush the configured method uses: a write for 'flushed' (the classic way, kept for
+    comparison), a read for 'steady' (the batch's first call is not timed anyway)."""
+    return l2_flusher(cfg.flush_l2_mib, "write" if cfg.l2_state == "flushed" else "read")
+
+
+def rotation_sets(case_bytes: int, cfg: TimingConfig) -> int:
+    """Argument sets per side for the steady method: `steady_sets`, fewer for big cases (at most
+    `steady_max_mib` of inputs per side), never under two; 1 for the flushed method."""
+    if cfg.l2_state != "steady":
+        return 1
+    fit = (cfg.steady_max_mib << 20) // max(case_bytes, 1)
+    return max(2, min(cfg.steady_sets, fit))
 
 
 # A case whose call needs more host time than the configured window gets a wait of this many
@@ -195,6 +287,99 @@ def _wait_cycles(window_us: float) -> int:
     return int(window_us * per_us)
 
 
+class _Call:
+    """One side's call on one argument set (a class, not a closure, so the set stays reachable)."""
+
+    def __init__(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+
+    def __call__(self) -> Any:
+        return self.fn(*self.args, **self.kwargs)
+
+
+def _exact_copy(value: Any) -> Any:
+    """A copy of an argument in new memory with the same layout: the whole storage is cloned, so
+    strides, storage offset and stride-0 (expanded) dims stay as the case made them."""
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage().clone()
+        copy = torch.empty(0, dtype=value.dtype, device=value.device)
+        return copy.set_(storage, value.storage_offset(), value.size(), value.stride())
+    if isinstance(value, list | tuple):
+        return type(value)(_exact_copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _exact_copy(v) for k, v in value.items()}
+    return value
+
+
+def _argument_sets(
+    judge: Judge, fn: Any, item: Prepared, cfg: TimingConfig, sets: int | None = None
+) -> tuple[list[_Call], list[_Call]]:
+    """Eager's and the kernel's calls, one per argument set: the case materialized once, every
+    other set an exact copy of it, so both sides and all sets get equal inputs (values and
+    layouts) in separate memory."""
+    n = rotation_sets(item.case.total_bytes(), cfg) if sets is None else sets
+    args, kwargs = materialize(judge.op, item.case, "cuda", item.runs[0].seed + 1_000_003)
+    eager_fns = [
+        _Call(judge.packet, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n)
+    ]
+    kernel_fns = [_Call(fn, list(args), kwargs)]
+    kernel_fns += [_Call(fn, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n - 1)]
+    return eager_fns, kernel_fns
+
+
+def _measure_case(
+    judge: Judge,
+    fn: Any,
+    item: Prepared,
+    flush: Callable[[], object],
+    wait_cycles: int,
+    sets: int | None = None,
+) -> dict[str, Any]:
+    """Warm-up, the case's GPU window, then the timed calls of both sides (see the module doc)."""
+    cfg = judge.cfg.timing
+    eager_fns, kernel_fns = _argument_sets(judge, fn, item, cfg, sets)
+    steady = len(eager_fns) > 1
+    eager, kernel = eager_fns[0], kernel_fns[0]
+
+    def measure(cycles: int) -> tuple[list[float], list[float], list[float], list[float]]:
+        return time_sides(
+            eager_fns, kernel_fns, flush, cfg.num_reps, cfg.max_time_per_case_s, cycles
+        )
+
+    out = eager()
+    warm_host: tuple[list[float], list[float]] = ([], [])
+    for _ in range(cfg.num_warmup):
+        for call, host in zip((eager, kernel), warm_host, strict=True):
+            t0 = _perf()
+            call()
+            host.append((_perf() - t0) * 1e3)
+    _sync()
+    window_us = case_window_us(cfg.host_window_us, [statistics.median(h) for h in warm_host if h])
+    cycles = (
+        wait_cycles
+        if window_us == cfg.host_window_us
+        else int(wait_cycles * window_us / cfg.host_window_us)
+    )
+    eager_ms, kernel_ms, eager_host, kernel_host = measure(cycles)
+    host_ms = [statistics.median(eager_host), statistics.median(kernel_host)]
+    if window_us > 0 and max(host_ms) * 1e3 > window_us:
+        # the host got slower while timing (other sandboxes): again with a longer wait
+        window_us = case_window_us(window_us, host_ms)
+        eager_ms, kernel_ms, eager_host, kernel_host = measure(
+            int(wait_cycles * window_us / cfg.host_window_us)
+        )
+    return {
+        "eager_ms": eager_ms,
+        "kernel_ms": kernel_ms,
+        "eager_host_ms": statistics.median(eager_host),
+        "kernel_host_ms": statistics.median(kernel_host),
+        "host_window_us": window_us,
+        "l2_state": "steady" if steady else "flushed",
+        "args": kernel.args,
+        "out": out,
+    }
+
+
 def time_tests(
     judge: Judge, fn: Any, prepared: list[Prepared]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -203,7 +388,7 @@ def time_tests(
         return
     if judge.gpu_lock is not None:
         judge.gpu_lock.exclusive()  # held until the process exits
-    flush = torch.empty(cfg.flush_l2_mib * (1 << 20) // 4, dtype=torch.int32, device="cuda")
+    flush = flusher_for(cfg)
     # The smallest launch this process can make, timed like the cases: an op whose eager time is
     # within 1.3x of it measures launch paths, not kernels (overhead_dominated).
     tiny = torch.zeros(1, device="cuda")
@@ -212,46 +397,19 @@ def time_tests(
     for i, item in enumerate(prepared):
         if item.skip_reason is not None or not item.runs:
             continue
-        args, kwargs = materialize(judge.op, item.case, "cuda", item.runs[0].seed + 1_000_003)
-        eager_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-
-        def eager(a: Any = eager_args, kw: Any = kwargs) -> Any:
-            return judge.packet(*a, **kw)
-
-        def kernel(a: Any = args, kw: Any = kwargs) -> Any:
-            return fn(*a, **kw)
-
         try:
-            out = eager()
-            warm_host: tuple[list[float], list[float]] = ([], [])
-            for _ in range(cfg.num_warmup):
-                for call, host in zip((eager, kernel), warm_host, strict=True):
-                    t0 = _perf()
-                    call()
-                    host.append((_perf() - t0) * 1e3)
-            _sync()
-            window_us = case_window_us(
-                cfg.host_window_us, [statistics.median(h) for h in warm_host if h]
-            )
-            case_cycles = (
-                wait_cycles
-                if window_us == cfg.host_window_us
-                else int(wait_cycles * window_us / cfg.host_window_us)
-            )
-            eager_ms, kernel_ms, eager_host, kernel_host = _time_pair(
-                eager, kernel, flush, cfg.num_reps, cfg.max_time_per_case_s, case_cycles
-            )
-            host_ms = [statistics.median(eager_host), statistics.median(kernel_host)]
-            if window_us > 0 and max(host_ms) * 1e3 > window_us:
-                # the host got slower while timing (other sandboxes): again with a longer wait
-                window_us = case_window_us(window_us, host_ms)
-                case_cycles = int(wait_cycles * window_us / cfg.host_window_us)
-                eager_ms, kernel_ms, eager_host, kernel_host = _time_pair(
-                    eager, kernel, flush, cfg.num_reps, cfg.max_time_per_case_s, case_cycles
-                )
+            try:
+                m = _measure_case(judge, fn, item, flush, wait_cycles)
+            except torch.cuda.OutOfMemoryError:
+                if rotation_sets(item.case.total_bytes(), cfg) == 1:
+                    raise
+                # no room for the steady method's argument sets: this case is timed flushed
+                torch.cuda.empty_cache()
+                m = _measure_case(judge, fn, item, flush, wait_cycles, sets=1)
         except Exception as exc:  # noqa: BLE001 - timing failure is data
             yield i, {"error": f"{type(exc).__name__}: {exc}"[:300]}
             continue
+        args, out, eager_ms, kernel_ms = m.pop("args"), m.pop("out"), m["eager_ms"], m["kernel_ms"]
         e_med = statistics.median(eager_ms)
         k_med = statistics.median(kernel_ms)
         moved = _bytes_moved(judge.op, args, out)
@@ -281,9 +439,10 @@ def time_tests(
                 "kernel_ms_measured": k_med,
                 "floor_ms": floor_ms,
                 "speedup": speedup,
-                "eager_host_ms": statistics.median(eager_host),
-                "kernel_host_ms": statistics.median(kernel_host),
-                "host_window_us": window_us,
+                "eager_host_ms": m["eager_host_ms"],
+                "kernel_host_ms": m["kernel_host_ms"],
+                "host_window_us": m["host_window_us"],
+                "l2_state": m["l2_state"],
                 "flags": flags,
             },
         )

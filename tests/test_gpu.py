@@ -64,6 +64,7 @@ def test_passing_kernels_are_timed_on_gpu(tmp_path) -> None:
         assert res.geomean_speedup is not None and math.isfinite(res.geomean_speedup)
         for t in res.results:
             assert t.kernel_ms is not None and t.kernel_ms >= (t.floor_ms or 0)
+            assert t.l2_state == "steady"  # the default: argument sets rotated, L2 not flushed dirty
     assert report.scores["performance_score"] is not None
 
 
@@ -109,7 +110,9 @@ def test_host_time_is_reported_apart_not_timed_as_gpu_time() -> None:
         tiny.add_(1)
 
     cycles = _wait_cycles(200.0)
-    device_a, device_b, host_a, host_b = _time_pair(slow_host, tiny.zero_, flush, 30, 5.0, cycles)
+    device_a, device_b, host_a, host_b = _time_pair(
+        slow_host, tiny.zero_, flush.zero_, 30, 5.0, cycles
+    )
     assert statistics.median(device_a) < 0.02, device_a  # ms: the tiny kernel, not the Python
     assert statistics.median(host_a) >= 0.08, host_a
     assert statistics.median(host_b) < statistics.median(host_a)

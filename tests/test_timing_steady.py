@@ -1,0 +1,141 @@
+"""The steady L2 state of the timer (evaluator/timing.py): what a timed call finds in L2 must be
+another call's data, never its own inputs, and the argument sets must be equal to the case.
+
+The batching logic runs here with CPU stand-ins for CUDA events and the GPU wait (no GPU on this
+machine); tests/test_gpu.py times real calls this way on the device."""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+import pytest
+import torch
+
+from evaluator import timing
+from evaluator.config import EvalConfig, TimingConfig
+from evaluator.timing import _exact_copy, _time_steady, rotation_sets, time_sides
+
+
+def _layout(t: torch.Tensor) -> tuple[Any, ...]:
+    return (t.shape, t.stride(), t.storage_offset(), t.dtype)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda b: b[:, 1:4],  # a slice: non-dense, storage offset 1
+        lambda b: b.t(),  # transposed
+        lambda b: b[1:, ::2],  # strided rows and columns
+        lambda b: b[0].expand(5, 6),  # stride 0
+        lambda b: b,  # contiguous
+    ],
+)
+def test_exact_copy_keeps_values_and_layout_in_new_memory(make: Any) -> None:
+    base = torch.randn(4, 6)
+    t = make(base)
+    c = _exact_copy(t)
+    assert _layout(c) == _layout(t)
+    assert torch.equal(c, t)
+    assert c.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+    base.zero_()  # the copy owns its memory
+    assert not torch.equal(c, t) or not c.any()
+
+
+def test_exact_copy_walks_lists_tuples_and_dicts_and_leaves_scalars() -> None:
+    a, b = torch.randn(3), torch.randn(2, 2).t()
+    value = [(a, 2.5), {"x": b, "n": None}, "mean"]
+    c = _exact_copy(value)
+    assert isinstance(c[0], tuple) and c[0][1] == 2.5 and c[2] == "mean" and c[1]["n"] is None
+    assert torch.equal(c[0][0], a) and c[0][0].data_ptr() != a.data_ptr()
+    assert _layout(c[1]["x"]) == _layout(b)
+
+
+def test_rotation_sets_by_method_and_case_size() -> None:
+    steady = TimingConfig()
+    assert steady.l2_state == "steady"
+    assert rotation_sets(1 << 20, steady) == steady.steady_sets
+    # a case of 3 GiB with 8 GiB per side: two sets; bigger: never under two
+    assert rotation_sets(3 << 30, steady) == 2
+    assert rotation_sets(64 << 30, steady) == 2
+    assert rotation_sets(1 << 20, steady.model_copy(update={"steady_sets": 7})) == 7
+    assert rotation_sets(1 << 20, TimingConfig(l2_state="flushed")) == 1
+
+
+def test_l2_state_is_validated_and_loads_from_toml(tmp_path: Any) -> None:
+    from agent.config import load_config
+
+    with pytest.raises(ValueError):
+        TimingConfig(l2_state="warm")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        TimingConfig(steady_sets=1)
+    path = tmp_path / "c.toml"
+    path.write_text('[eval.timing]\nl2_state = "flushed"\nsteady_sets = 3\n')
+    cfg = load_config(path)
+    assert cfg.eval.timing.l2_state == "flushed" and cfg.eval.timing.steady_sets == 3
+    assert EvalConfig().timing.l2_state == "steady"
+
+
+class _CpuEvent:
+    """Stands in for torch.cuda.Event on a machine without a GPU: wall time between records."""
+
+    def __init__(self, enable_timing: bool = True) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _CpuEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+class _Result:
+    pass
+
+
+def test_steady_batches_flush_once_time_all_but_the_first_call_and_keep_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(timing, "_Event", _CpuEvent)
+    waits: list[int] = []
+    monkeypatch.setattr(timing, "_gpu_wait", waits.append)
+    log: list[str] = []
+    alive: list[weakref.ref[_Result]] = []
+
+    def call(side: str, k: int) -> Any:
+        def fn() -> _Result:
+            if k:  # the previous call's result is still held: its memory is not reused
+                assert alive[-1]() is not None
+            log.append(f"{side}{k}")
+            r = _Result()
+            alive.append(weakref.ref(r))
+            return r
+
+        return fn
+
+    def flush() -> None:
+        log.append("flush")
+
+    a = [call("a", k) for k in range(3)]
+    b = [call("b", k) for k in range(3)]
+    times_a, times_b, host_a, host_b = _time_steady(a, b, flush, 4, 60.0, wait_cycles=7)
+    # 4 timed calls per side, 2 per batch: two batches, each side flushed before its own calls
+    assert log == ["flush", "a0", "a1", "a2", "flush", "b0", "b1", "b2"] * 2
+    assert len(times_a) == len(times_b) == len(host_a) == len(host_b) == 4
+    assert waits == [7] * 12  # the GPU wait before every call, timed or not
+    assert all(r() is None for r in alive)  # released after the batches
+
+
+def test_time_sides_takes_the_flushed_path_with_one_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timing, "_Event", _CpuEvent)
+    monkeypatch.setattr(timing, "_gpu_wait", lambda cycles: None)
+    log: list[str] = []
+    times_a, times_b, _, _ = time_sides(
+        [lambda: log.append("a")], [lambda: log.append("b")], lambda: log.append("f"), 3, 60.0
+    )
+    assert log == ["f", "a", "f", "b"] * 3  # a flush before every timed call
+    assert len(times_a) == len(times_b) == 3
