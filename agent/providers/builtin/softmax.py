@@ -435,14 +435,15 @@ _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements pe
 _FLAT_ROWS_TILE = 256 if _SMALL else 2048
 _FLAT_MAX_N = 128  # H200: 49-wide f16 rows 51.6 -> 31.9 us, but 196-wide 24.6 -> 43 (kept out)
 _FLAT_WARPS = 2
-# Experimental, off until measured: short rows of an even length that is not a multiple of 16
-# elements, not taken by the flat kernel (196-wide f16: 392-byte rows, 8-byte aligned), go to
-# `_rows_const_kernel` (the row length a constexpr: vector accesses of the rows' alignment),
-# _ROWS_CONST_M rows per program (0: as `_rows_kernel` picks them) and _ROWS_CONST_WARPS
-# warps (0: by tile size), the row held as two halves with _ROWS_CONST_SPLIT. H200, [64, 4, 196, 196] f16 on `_rows_kernel`: 24.5 us (eager 23.0).
-_ROWS_CONST_N = False
+# Short rows of an even length that is not a multiple of 16 elements, not taken by the flat
+# kernel (196-wide f16: 392-byte rows, 8-byte aligned), go to `_rows_const_kernel` (the row
+# length a constexpr: vector accesses of the rows' alignment), _ROWS_CONST_M rows per program
+# (0: as `_rows_kernel` picks them) and _ROWS_CONST_WARPS warps (0: by tile size), the row held
+# as two halves with _ROWS_CONST_SPLIT. H200, [64, 4, 196, 196] f16: 24.5 us on `_rows_kernel`
+# (eager 23.0), 15.4 with this kernel, 14.9 with 2 warps; M 8/16 no better (docs/BENCHMARKS.md §14).
+_ROWS_CONST_N = True
 _ROWS_CONST_M = 0
-_ROWS_CONST_WARPS = 0
+_ROWS_CONST_WARPS = 2
 _ROWS_CONST_SPLIT = True
 # Long rows (`_long_rows_kernel`): programs per SM of the persistent grid (about that many rows
 # per SM are live: keep grid * row bytes under the 50 MB L2; 1 for f32 50257-long rows, 26 MB),
