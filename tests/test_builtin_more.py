@@ -186,6 +186,11 @@ CASES: dict[str, list[str]] = {
         "((T([2, 6, 1, 1], f16), [7, 7], False), {})",
         "((T([2, 6, 5, 7], f32), [9, 4], True), {})",
         "((T([2, 3, 5, 7], f32), [11, 13], False, 2.1, 1.9), {})",
+        # same size (the copy path), channels-last and not, align_corners or not, and with a
+        # scale that is not 1 (ATen copies anyway)
+        "((T([2, 6, 8, 8], bf16, [384, 1, 48, 6]), [8, 8], False), {})",
+        "((T([2, 3, 5, 7], f32), [5, 7], True), {})",
+        "((T([2, 3, 5, 7], f32), [5, 7], False, 2.0, 1.0), {})",
     ],
     "upsample_bilinear2d.vec": ["((T([2, 3, 5, 7], f32), None, False, [2.0, 1.5]), {})"],
     # ---- scan
