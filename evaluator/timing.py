@@ -1,10 +1,16 @@
 """GPU timing of a passing kernel against eager ATen (design §5), run inside the sandbox child.
 
 Per case: fresh inputs (a seed the correctness pass did not use), warm-up of both, then
-repetitions that interleave eager and kernel, each preceded by an L2 flush (a write of
-`flush_l2_mib`) and a GPU-side wait of `host_window_us`, each timed with CUDA events; the median of
-each side is kept. The wait keeps the GPU busy while the host runs the call, so the events measure
-what the GPU did for the call, not how fast the host's CPU was at that moment: without it, the
+repetitions that interleave eager and kernel, each call preceded by a GPU-side wait of
+`host_window_us` and timed with CUDA events; the median of each side is kept. What L2 holds when a
+timed call starts is `l2_state`: "steady" (default) rotates each side through exact copies of the
+case's arguments after a read flush and times all calls but the first, so a call finds another
+call's data in L2 (never its own inputs) and pays for evicting it, dirty output included, as an
+op in a model does; "flushed" zeroes `flush_l2_mib` before every call, which leaves L2 full of
+dirty lines that the timed call pays to write back (H200: a 64 MiB sum 24.5 vs 18.8 us).
+
+The wait keeps the GPU busy while the host runs the call, so the events measure what the GPU did
+for the call, not how fast the host's CPU was at that moment: without it, the
 flush alone hid only ~37 us of host time on the H200 lease's host, and calls whose Python took
 about that long were timed at 4 us or 22 us from one run to the next (benchmarks/timing_window.py,
 docs/BENCHMARKS.md §11). The host time of each call (wall clock around it, GPU busy) is measured
