@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from evaluator.config import EvalConfig
-from evaluator.timing import _time_pair, _time_steady, _wait_cycles, l2_flusher
+from evaluator.timing import _time_pair, _wait_cycles, l2_flusher, time_sides
 
 SIZES_MIB = (8, 16, 24, 32, 48, 64, 96, 128, 256)
 ROTATE = 6
@@ -57,7 +57,7 @@ def main() -> None:
             c, z, _, _ = _time_pair(copies[0], zeros[0], flush, args.reps, 30.0, wait)
             row[f"copy_{mode}_us"] = statistics.median(c) * 1e3
             row[f"zero_{mode}_us"] = statistics.median(z) * 1e3
-        c, z, _, _ = _time_steady(copies, zeros, flushes["read"], args.reps, 30.0, wait)
+        c, z, _, _ = time_sides(copies, zeros, flushes["read"], args.reps, 30.0, wait)
         row["copy_steady_us"] = statistics.median(c) * 1e3
         row["zero_steady_us"] = statistics.median(z) * 1e3
         for kind, moved in (("copy", 2 * (mib << 20)), ("zero", mib << 20)):

@@ -153,80 +153,19 @@ def l2_flusher(mib: int, mode: str) -> Callable[[], object]:
     return buf.zero_ if mode == "write" else buf.amax
 
 
-def _time_pair(
-    fn_a: Any,
-    fn_b: Any,
-    flush: Callable[[], object],
-    reps: int,
-    budget_s: float,
-    wait_cycles: int = 0,
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Device ms of a and b per repetition (interleaved, L2 flushed by `flush()`, GPU kept busy
-    for `wait_cycles` before each call), and the host ms of each call."""
-    times_a: list[float] = []
-    times_b: list[float] = []
-    host_a: list[float] = []
-    host_b: list[float] = []
-    start_wall = _perf()
-    for _ in range(reps):
-        for fn, times, host in ((fn_a, times_a, host_a), (fn_b, times_b, host_b)):
-            flush()
-            if wait_cycles:
-                _gpu_wait(wait_cycles)
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            start.record()
-            t0 = _perf()
-            fn()
-            t1 = _perf()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-            host.append((t1 - t0) * 1e3)
-        if _perf() - start_wall > budget_s and len(times_a) >= 3:
-            break
-    return times_a, times_b, host_a, host_b
-
-
-def _time_steady(
-    fns_a: list[Any],
-    fns_b: list[Any],
-    flush: Callable[[], object],
-    reps: int,
-    budget_s: float,
-    wait_cycles: int = 0,
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Like `_time_pair`, in the L2 state a model's next op meets: per batch and side, a flush,
-    then one call on each of the side's distinct argument sets (each after the GPU wait); every
-    call but the first is timed. Each timed call's inputs are cold (another set's data fills L2),
-    and it pays for evicting the previous call's data, dirty output included, which on average is
-    its own write-back. Results are kept alive through the batch, so every call writes fresh
-    memory, as an op in a model does. Needs two sets or more per side."""
-    times_a: list[float] = []
-    times_b: list[float] = []
-    host_a: list[float] = []
-    host_b: list[float] = []
-    start_wall = _perf()
-    while len(times_a) < reps:
-        for fns, times, host in ((fns_a, times_a, host_a), (fns_b, times_b, host_b)):
-            flush()
-            kept = []
-            for k, fn in enumerate(fns):
-                if wait_cycles:
-                    _gpu_wait(wait_cycles)
-                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-                start.record()
-                t0 = _perf()
-                kept.append(fn())
-                t1 = _perf()
-                end.record()
-                end.synchronize()
-                if k:
-                    times.append(start.elapsed_time(end))
-                    host.append((t1 - t0) * 1e3)
-            del kept
-        if _perf() - start_wall > budget_s and len(times_a) >= 3:
-            break
-    return times_a, times_b, host_a, host_b
+def _timed_call(fn: Any, wait_cycles: int) -> tuple[Any, float, float]:
+    """(result, device ms, host ms) of one call, the GPU kept busy for `wait_cycles` before it
+    so that the host time of the call stays out of the events."""
+    if wait_cycles:
+        _gpu_wait(wait_cycles)
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    start.record()
+    t0 = _perf()
+    result = fn()
+    t1 = _perf()
+    end.record()
+    end.synchronize()
+    return result, start.elapsed_time(end), (t1 - t0) * 1e3
 
 
 def time_sides(
@@ -237,10 +176,48 @@ def time_sides(
     budget_s: float,
     wait_cycles: int = 0,
 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """`_time_steady` when each side has two argument sets or more, else `_time_pair`."""
-    if len(fns_a) > 1:
-        return _time_steady(fns_a, fns_b, flush, reps, budget_s, wait_cycles)
-    return _time_pair(fns_a[0], fns_b[0], flush, reps, budget_s, wait_cycles)
+    """Device ms of sides a and b per timed call (`reps` each, fewer past `budget_s`), and the
+    host ms of each call. Per batch and side: `flush()`, then one call on each of the side's
+    argument sets in turn, each after a GPU wait of `wait_cycles`.
+
+    With one set per side every call is timed right after the flush (the "flushed" state). With
+    two or more, the first call of a batch is not timed (the "steady" state a model's next op
+    meets): each timed call's inputs are cold (another set's data fills L2) and it pays for
+    evicting the previous call's data, dirty output included, which on average is its own
+    write-back. Results are kept alive through the batch, so every call writes fresh memory, as
+    an op in a model does."""
+    steady = len(fns_a) > 1
+    times_a: list[float] = []
+    times_b: list[float] = []
+    host_a: list[float] = []
+    host_b: list[float] = []
+    start_wall = _perf()
+    while len(times_a) < reps:
+        for fns, times, host in ((fns_a, times_a, host_a), (fns_b, times_b, host_b)):
+            flush()
+            kept = []
+            for k, fn in enumerate(fns):
+                result, device_ms, host_ms = _timed_call(fn, wait_cycles)
+                kept.append(result)
+                if k or not steady:
+                    times.append(device_ms)
+                    host.append(host_ms)
+            del kept
+        if _perf() - start_wall > budget_s and len(times_a) >= 3:
+            break
+    return times_a, times_b, host_a, host_b
+
+
+def _time_pair(
+    fn_a: Any,
+    fn_b: Any,
+    flush: Callable[[], object],
+    reps: int,
+    budget_s: float,
+    wait_cycles: int = 0,
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """`time_sides` with one argument set per side: a flush before every timed call."""
+    return time_sides([fn_a], [fn_b], flush, reps, budget_s, wait_cycles)
 
 
 def flusher_for(cfg: TimingConfig) -> Callable[[], object]:

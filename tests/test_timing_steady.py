@@ -15,7 +15,7 @@ import torch
 
 from evaluator import timing
 from evaluator.config import EvalConfig, TimingConfig
-from evaluator.timing import _exact_copy, _time_steady, rotation_sets, time_sides
+from evaluator.timing import _exact_copy, rotation_sets, time_sides
 
 
 def _layout(t: torch.Tensor) -> tuple[Any, ...]:
@@ -122,7 +122,7 @@ def test_steady_batches_flush_once_time_all_but_the_first_call_and_keep_results(
 
     a = [call("a", k) for k in range(3)]
     b = [call("b", k) for k in range(3)]
-    times_a, times_b, host_a, host_b = _time_steady(a, b, flush, 4, 60.0, wait_cycles=7)
+    times_a, times_b, host_a, host_b = time_sides(a, b, flush, 4, 60.0, wait_cycles=7)
     # 4 timed calls per side, 2 per batch: two batches, each side flushed before its own calls
     assert log == ["flush", "a0", "a1", "a2", "flush", "b0", "b1", "b2"] * 2
     assert len(times_a) == len(times_b) == len(host_a) == len(host_b) == 4
