@@ -201,3 +201,76 @@ def test_new_paths_compile_for_an_sm90_gpu() -> None:
         cases = [parse_case(t) for t in texts]
         batch.append((op, _write(module, op, cases), cases))
     assert_compiles_for_sm90(batch)
+
+
+# ---------------------------------------------------------------- group norm, whole groups
+
+# the whole-group kernel (forced with _GN_WHOLE_MIN_GROUPS=1): a 32768-element block over an odd
+# 31999-element group, one channel per group with and without weight, several channels per group
+# (per-element weight and bias) in each dtype, weight or bias missing, a group count that leaves
+# the last program of packed groups partly empty
+GN_WHOLE_CASES = [
+    "((T([2, 3, 31999], f16), T([3], f16), T([3], f16), 2, 3, 31999, 3, 1e-05), {})",
+    "((T([3, 6, 37], bf16), None, T([6], bf16), 3, 6, 37, 6, 1e-05), {})",
+    "((T([2, 12, 5, 5], f32), T([12], f32), T([12], f32), 2, 12, 25, 4, 1e-05), {})",
+    "((T([2, 4, 1001], bf16), T([4], bf16), T([4], bf16), 2, 4, 1001, 2, 1e-05), {})",
+    "((T([2, 6, 77], f64), T([6], f64), None, 2, 6, 77, 3, 1e-05), {})",
+    "((T([3, 9, 7], f16), T([9], f16), T([9], f16), 3, 9, 7, 3, 1e-05), {})",
+    "((T([5, 6, 999], f16), None, None, 5, 6, 999, 6, 1e-05), {})",
+]
+
+GN_WHOLE_KNOBS = [
+    {"_GN_WHOLE_MIN_GROUPS": 1},  # one group per program
+    # packed groups: up to 8 per program (9 and 15 groups leave the last program partial)
+    {"_GN_WHOLE_MIN_GROUPS": 1, "_GN_WHOLE_PROGRAMS": 1, "_GN_WHOLE_WARPS": 4},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "knobs", GN_WHOLE_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items())
+)
+def test_group_norm_whole_group_kernel_matches_eager(knobs: dict, tmp_path: Path) -> None:
+    cases = [parse_case(c) for c in GN_WHOLE_CASES]
+    kernel = _load("norm_extra", GN, cases, tmp_path, **knobs)
+    plan = kernel.__globals__["_gn_whole_plan"]
+    assert all(
+        plan(c.args[3] * c.args[6], c.args[4] // c.args[6], c.args[4] // c.args[6] * c.args[5])
+        for c in cases
+    )
+    assert _gn_problems(kernel, GN_WHOLE_CASES) == []
+
+
+def test_group_norm_whole_group_plan_takes_only_many_short_groups(tmp_path: Path) -> None:
+    """The suite's [4, 512, 31999] (2048 one-channel groups) takes one 32768-element program per
+    group at 16 warps; its G=1 cases (32 groups of 25K-200K elements), multi-channel groups past
+    16384 elements and fp64 groups past 16384 keep the split path; short groups are packed into
+    4096-element tiles with about 512 programs left."""
+    case = parse_case(GN_CASES[0])
+    plan = _load("norm_extra", GN, [case], tmp_path).__globals__["_gn_whole_plan"]
+    assert plan(2048, 1, 31999) == (1, 32768, 16)
+    assert plan(32, 512, 49 * 512) is None
+    assert plan(32, 64, 64 * 3136) is None
+    assert plan(4096, 2, 2 * 8200) is None
+    assert plan(4096, 2, 2 * 8000) == (1, 16384, 16)
+    assert plan(1024, 4, 28) == (2, 32, 1)
+    assert plan(65536, 4, 28) == (128, 32, 16)
+    assert plan(2048, 1, 16384, 8) == (1, 16384, 16)  # fp64: two registers an element
+    assert plan(2048, 1, 16385, 8) is None
+
+
+def test_group_norm_whole_group_kernel_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
+    """ROUND_STATS in the whole-group kernel: y = x*a + (beta - a*mean) from the stored f16
+    statistics, as CUDA eager computes it (run here on CPU tensors)."""
+    case = GN_CASES[5]
+    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_WHOLE_MIN_GROUPS=1,
+                   _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+    assert kernel.__globals__["_gn_whole_plan"](16, 1, 999) == (1, 1024, 4)
+    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
+    x, w, b = args[0], args[1], args[2]
+    out, mean, rstd = kernel(*args)
+    a = rstd.float() * w.float()  # [N, C]: one channel per group
+    want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
+    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+    eager = torch.ops.aten.native_group_norm.default(*args)
+    torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)

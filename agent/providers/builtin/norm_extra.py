@@ -11,10 +11,12 @@ How the generated kernels work:
   online pass (running max, rescaled sum) and a writing pass. A row whose maximum is -inf (every
   element masked) is written as zeros instead of NaN, as eager does. Arithmetic in fp32 (fp64 for
   fp64), stored in `dtype` when given;
-- native_group_norm: each (sample, group)'s C/G * HxW contiguous elements are split into chunks
-  (about a thousand programs in all, a chunk inside one channel when planes are long): a first
-  kernel writes each chunk's sums shifted by the group's first element (no catastrophic
-  cancellation), a second combines a group's sums in a fixed order, writes mean and rstd (in the
+- native_group_norm: with many groups of at most a few ten thousand elements, one launch holds
+  whole groups in registers (read once: mean, then the mean of squared deviations from the same
+  registers, normalised and stored). Otherwise each (sample, group)'s C/G * HxW contiguous
+  elements are split into chunks (about a thousand programs in all, a chunk inside one channel
+  when planes are long): a first kernel writes each chunk's sums shifted by the group's first
+  element (no catastrophic cancellation), a second combines a group's sums in a fixed order, writes mean and rstd (in the
   input dtype, shaped [N, group] like eager) and normalises its chunk with the channel's weight
   and bias;
 - _weight_norm_interface (dim 0 or last): the input (made contiguous) is read as [A, D, B] with D
@@ -133,6 +135,19 @@ _GN_WARPS = 8
 # that the second read hits L2 (301-554 us), and 16-byte-aligned chunk bodies (no gain).
 _GN_WARPS_MANY_GROUPS, _GN_MANY_GROUPS = 16, 256
 _GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared memory)
+# Whole groups in registers (one launch, x read once): groups of at most _GN_WHOLE_MAX elements
+# (_GN_WHOLE_MAX_MULTI when C/G > 1) when there are at least _GN_WHOLE_MIN_GROUPS of them (fewer
+# leave SMs idle; the suite's G=1 cases have 32 groups of 25K-200K elements and keep the split
+# path). [4, 512, 31999] (2048 groups of 64 KB): the split path reads x twice (145 us on the H200,
+# floor 61.5). ptxas for sm_90 at 16 warps: 32768 elements, one channel: 128 registers, no spill;
+# 65536 at 32 warps, 32768 with per-element channels (the gathered weight and bias) or in fp64
+# spill. Short groups share a program (at most _GN_WHOLE_TILE elements), keeping about
+# _GN_WHOLE_PROGRAMS programs.
+_GN_WHOLE = True
+_GN_WHOLE_MAX, _GN_WHOLE_MAX_MULTI = 32768, 16384
+_GN_WHOLE_MIN_GROUPS = 256
+_GN_WHOLE_WARPS = 16  # upper bound; a program gets at most one warp per 256 elements
+_GN_WHOLE_TILE, _GN_WHOLE_PROGRAMS = 4096, 512
 
 
 @triton.jit
@@ -220,6 +235,40 @@ def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr,
 
 
 @triton.jit
+def _gn_whole_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, CPG, HW, D, n_f,
+                     eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+                     ROUND_STATS: tl.constexpr, ONE_CHANNEL: tl.constexpr, ROWS: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    """ROWS whole groups, each loaded once into registers: mean, then the variance as the mean
+    of (x - mean)^2 over the same registers (two passes without a second read), normalised and
+    stored. ONE_CHANNEL (C/G == 1): one weight and bias per group, no per-element channel."""
+    g = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    k = tl.arange(0, BLOCK)
+    g_ok = g < NG
+    m = g_ok[:, None] & (k[None, :] < D)
+    # 64-bit group bases, 32-bit offsets inside a group (one wide multiply-add per element)
+    x_row = x_ptr + (g * D)[:, None]
+    v = tl.load(x_row + k[None, :], mask=m, other=0).to(ACC)
+    mean = tl.sum(v, axis=1) / n_f
+    dev = tl.where(m, v - mean[:, None], 0.0)
+    var = tl.sum(dev * dev, axis=1) / n_f
+    rstd = 1.0 / tl.sqrt(var + eps)
+    tl.store(mean_ptr + g, mean.to(mean_ptr.dtype.element_ty), mask=g_ok)
+    tl.store(rstd_ptr + g, rstd.to(rstd_ptr.dtype.element_ty), mask=g_ok)
+    if ROUND_STATS:
+        mean = mean.to(mean_ptr.dtype.element_ty).to(ACC)
+        rstd = rstd.to(rstd_ptr.dtype.element_ty).to(ACC)
+    c_base = (g % G) * CPG
+    if ONE_CHANNEL:
+        wv, bv = _gn_affine(w_ptr, b_ptr, c_base[:, None], g_ok[:, None], HAS_W, HAS_B, ACC)
+    else:
+        wv, bv = _gn_affine(w_ptr, b_ptr, c_base[:, None] + k[None, :] // HW, m, HAS_W, HAS_B,
+                            ACC)
+    y = _gn_apply(v, wv, bv, mean[:, None], rstd[:, None], ROUND_STATS)
+    tl.store(out_ptr + (g * D)[:, None] + k[None, :], y.to(out_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
 def _gn_affine(w_ptr, b_ptr, c, m, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
     """(weight, bias) of channel(s) c; 1 and 0 where the op has none (exact in either form)."""
     wv = 1.0
@@ -258,6 +307,18 @@ def _gn_split(NG, CPG, HW, D, block):
     return False, chunk, 1, _cdiv(D, chunk)
 
 
+def _gn_whole_plan(NG, CPG, D, acc_bytes=4):
+    """(groups per program, BLOCK, warps) for the whole-group kernel, or None: the split path.
+    fp64 arithmetic (acc_bytes 8) takes two registers an element: half the group size."""
+    limit = (_GN_WHOLE_MAX if CPG == 1 else _GN_WHOLE_MAX_MULTI) * 4 // acc_bytes
+    if not _GN_WHOLE or _CONSERVATIVE or D > limit or NG < _GN_WHOLE_MIN_GROUPS:
+        return None
+    block = max(2, _pow2(D))
+    packed = 1 << max(0, (NG // _GN_WHOLE_PROGRAMS).bit_length() - 1)  # a power of two <= NG/P
+    rows = max(1, min(_GN_WHOLE_TILE // block, packed))
+    return rows, block, max(1, min(_GN_WHOLE_WARPS, rows * block // 256))
+
+
 def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     if group <= 0 or C % group != 0:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of shape {list(input.shape)} and num_groups={group}")
@@ -277,10 +338,20 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
         return out, mean, rstd
     w = weight.contiguous() if weight is not None else x
     b = bias.contiguous() if bias is not None else x
+    acc = _acc(input.dtype)
+    round_stats = (input.device.type in _ROUND_STATS_DEVICES
+                   and input.dtype in (torch.float16, torch.bfloat16))
+    whole = _gn_whole_plan(NG, CPG, D, 8 if acc == tl.float64 else 4)
+    if whole is not None:
+        rows, block, warps = whole
+        _gn_whole_kernel[(_cdiv(NG, rows),)](
+            x, w, b, out, mean, rstd, NG, group, CPG, HxW, D, float(D), float(eps),
+            HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc, ROUND_STATS=round_stats,
+            ONE_CHANNEL=CPG == 1, ROWS=rows, BLOCK=block, num_warps=warps)
+        return out, mean, rstd
     cap = _tile_cap() if _INTERPRET else (1024 if _CONSERVATIVE else _GN_BLOCK)
     block = max(32, min(_pow2(D), cap))
     per_channel, chunk, spc, S = _gn_split(NG, CPG, HxW, D, block)
-    acc = _acc(input.dtype)
     part = torch.empty((NG * S * 2,), dtype=torch.float64 if acc == tl.float64 else torch.float32,
                        device=input.device)
     warps = 4 if block <= 1024 else (_GN_WARPS_MANY_GROUPS if NG >= _GN_MANY_GROUPS else _GN_WARPS)
@@ -289,9 +360,7 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
                                  ACC=acc, STAGES=stages, BLOCK=block, num_warps=warps)
     _gn_apply_kernel[(NG, S)](
         x, w, b, out, part, mean, rstd, group, CPG, HxW, D, chunk, spc, S, float(D), float(eps),
-        HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc,
-        ROUND_STATS=input.device.type in _ROUND_STATS_DEVICES
-        and input.dtype in (torch.float16, torch.bfloat16),
+        HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc, ROUND_STATS=round_stats,
         PER_CHANNEL=per_channel, SP=_pow2(S), STAGES=stages, BLOCK=block, num_warps=warps)
     return out, mean, rstd
 '''
@@ -406,9 +475,9 @@ _SPECS: dict[str, tuple[str, str, str]] = {
 
 _PLAN = (
     "Plan: row kernels over contiguous data with fp32 arithmetic (fp64 for fp64); group norm "
-    "splits each (sample, group) into chunks: partial shifted sums, then statistics and "
-    "normalisation per chunk; weight norm sums "
-    "squares with atomic adds into an fp32 buffer, then scales v elementwise."
+    "holds many short groups whole in registers (one read), else splits each (sample, group) "
+    "into chunks: partial shifted sums, then statistics and normalisation per chunk; weight "
+    "norm sums squares with atomic adds into an fp32 buffer, then scales v elementwise."
 )
 
 
