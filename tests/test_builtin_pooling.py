@@ -84,6 +84,28 @@ S2_CASES = [
     "((T([2, 3, 5, 5], f32, [100, 25, 5, 1]), T([2, 3, 9, 9], f32), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 5, 5], i64)), {})",
 ]
 
+# max_pool2d backward with stride 2 on NCHW with dense grad_output / indices (the pair kernel,
+# `_max_pool_bwd_s2_vec_kernel`): 3x3 pad 1 on even (aligned vector loads) and odd planes, a
+# plane row wider than one program, kernel 2 pad 0 (no window shift), kernel 3 pad 0 (windows
+# one column left: dj = -1) with ceil_mode, kernel 4 pad 2 (a window row past the block rows),
+# one-row and two-column planes (more window rows / columns than block ones), every float dtype, a 3-D input. The last three go to the
+# block kernel: a window two columns away (kernel 5 pad 0), strided grad_output, channels-last
+S2_VEC_CASES = [
+    "((T([2, 3, 8, 8], bf16), T([2, 3, 16, 16], bf16), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 8, 8], i64)), {})",
+    "((T([2, 3, 7, 6], f16), T([2, 3, 13, 11], f16), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 7, 6], i64)), {})",
+    "((T([1, 2, 5, 130], f32), T([1, 2, 9, 260], f32), [3, 3], [2, 2], [1, 1], [1, 1], False, T([1, 2, 5, 130], i64)), {})",
+    "((T([2, 3, 4, 5], bf16), T([2, 3, 9, 11], bf16), [2, 2], [2, 2], [0, 0], [1, 1], False, T([2, 3, 4, 5], i64)), {})",
+    "((T([2, 2, 5, 5], f16), T([2, 2, 10, 11], f16), [3, 3], [2, 2], [0, 0], [1, 1], True, T([2, 2, 5, 5], i64)), {})",
+    "((T([2, 2, 5, 6], f32), T([2, 2, 7, 9], f32), [4, 4], [2, 2], [2, 2], [1, 1], True, T([2, 2, 5, 6], i64)), {})",
+    "((T([3, 2, 1, 4], bf16), T([3, 2, 1, 7], bf16), [1, 3], [2, 2], [0, 1], [1, 1], False, T([3, 2, 1, 4], i64)), {})",
+    "((T([2, 2, 4, 2], f64), T([2, 2, 6, 2], f64), [2, 2], [2, 2], [1, 1], [1, 1], False, T([2, 2, 4, 2], i64)), {})",
+    "((T([3, 5, 6], f16), T([3, 9, 11], f16), [3, 3], [2, 2], [1, 1], [1, 1], False, T([3, 5, 6], i64)), {})",
+    "((T([2, 3, 3, 4], f32), T([2, 3, 10, 11], f32), [5, 5], [2, 2], [0, 0], [1, 1], False, T([2, 3, 3, 4], i64)), {})",
+    "((T([2, 3, 4, 4], bf16, [96, 32, 8, 1]), T([2, 3, 8, 8], bf16), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 3, 4, 4], i64)), {})",
+    "((T([2, 5, 4, 4], f16, [80, 1, 20, 5]), T([2, 5, 8, 8], f16, [320, 1, 40, 5]), [3, 3], [2, 2], [1, 1], [1, 1], False, T([2, 5, 4, 4], i64, [80, 1, 20, 5])), {})",
+]
+S2_VEC_KERNELS = ["_max_pool_bwd_s2_vec_kernel"] * 9 + ["_max_pool_bwd_s2_kernel"] * 3
+
 # avg_pool2d on dense NCHW inputs. Windows that tile the plane (the row-pair kernel): KW 2 and
 # 1, planes tiled exactly and with unused last rows/columns, ceil_mode that adds no window, a
 # divisor override, every float dtype, a 3-D input, a plane wider than one column tile. Then
@@ -194,10 +216,14 @@ def test_pooling_kernels_compile_for_an_sm90_gpu() -> None:
         ("avg_pool2d.default", FWD_CASES),
         ("avg_pool2d_backward.default", TILE_CASES),
         ("max_pool2d_with_indices_backward.default", S2_CASES),
+        ("max_pool2d_with_indices_backward.default", S2_VEC_CASES),
     ):
         cases = [parse_case(c) for c in texts]
         batch.append((op, _write(op, cases), cases))
         batch.append((op, _force_int64_offsets(_write(op, cases[:4])), cases[:4]))
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_VEC_CASES[:9]]
+    batch.append((op, _s2_vec_rows(_write(op, cases), 1), cases))
     assert_compiles_for_sm90(batch)
 
 
@@ -252,11 +278,80 @@ def test_max_pool_backward_stride2_path_int64_offsets_match_eager() -> None:
     assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
 
 
-def test_max_pool_backward_takes_the_stride2_kernel_only_for_stride_2() -> None:
+def test_max_pool_backward_takes_the_stride2_kernels_only_for_stride_2() -> None:
     op = "max_pool2d_with_indices_backward.default"
     cases = [parse_case(c) for c in S2_CASES]
     names = _launched_kernels(op, _write(op, cases), cases)
-    assert names == ["_max_pool_bwd_s2_kernel"] * 7 + ["_max_pool_bwd_kernel"] * 2
+    vec, block, gather = (
+        "_max_pool_bwd_s2_vec_kernel",
+        "_max_pool_bwd_s2_kernel",
+        "_max_pool_bwd_kernel",
+    )
+    assert names == [vec] * 5 + [block, vec] + [gather] * 2
+
+
+def _s2_vec_rows(text: str, rows: int) -> str:
+    """The same file with `rows` block rows per lane in the pair kernel."""
+    old = "_MAX_POOL_BWD_S2_VEC_ROWS = 2"
+    assert old in text
+    return text.replace(old, f"_MAX_POOL_BWD_S2_VEC_ROWS = {rows}")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s bit patterns (tells -0.0 from 0.0, unlike torch.equal)."""
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _outputs(op: str, text: str, cases: list[TestCase], gpu_blocks: bool = False) -> list:
+    """The file's result on each case (the evaluator's inputs, seed = case number); with
+    `gpu_blocks`, launch plans take the GPU's program sizes (the interpreter's are larger)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, text, Path(tmp))
+        if gpu_blocks:
+            kernel.__globals__["_INTERPRET"] = False
+        results = []
+        for index, case in enumerate(cases):
+            args, kwargs = _evaluator_inputs(op, case, torch.Generator().manual_seed(index))
+            results.append(kernel(*args, **kwargs))
+        return results
+
+
+def test_max_pool_backward_stride2_vec_path_matches_eager() -> None:
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_VEC_CASES]
+    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
+
+
+def test_max_pool_backward_stride2_vec_path_int64_offsets_match_eager() -> None:
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_VEC_CASES[:9]]
+    text = _force_int64_offsets(_write(op, cases))
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize("gpu_blocks", [False, True])
+def test_max_pool_backward_stride2_vec_path_is_bit_identical_to_the_block_kernel(
+    rows: int, gpu_blocks: bool
+) -> None:
+    """Same window order, same fp32 sums: the pair kernel changes no bit (signed zeros
+    included), with one or two block rows per lane, with big and with small programs."""
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_VEC_CASES[:9]]
+    text = _s2_vec_rows(_write(op, cases), rows)
+    off = text.replace("_MAX_POOL_BWD_S2_VEC = True", "_MAX_POOL_BWD_S2_VEC = False")
+    assert set(_launched_kernels(op, off, cases)) == {"_max_pool_bwd_s2_kernel"}
+    got = _outputs(op, text, cases, gpu_blocks)
+    want = _outputs(op, off, cases)
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.stride() == w.stride(), index
+        assert torch.equal(_bits(g), _bits(w)), index
+
+
+def test_max_pool_backward_stride2_vec_path_only_for_dense_nchw_and_one_column_shifts() -> None:
+    op = "max_pool2d_with_indices_backward.default"
+    cases = [parse_case(c) for c in S2_VEC_CASES]
+    assert _launched_kernels(op, _write(op, cases), cases) == S2_VEC_KERNELS
 
 
 def test_max_pool_backward_stride2_switch_off_uses_the_gather_kernel() -> None:
