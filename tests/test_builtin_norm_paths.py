@@ -242,19 +242,19 @@ def test_group_norm_whole_group_kernel_matches_eager(knobs: dict, tmp_path: Path
 
 def test_group_norm_whole_group_plan_takes_only_many_short_groups(tmp_path: Path) -> None:
     """The suite's [4, 512, 31999] (2048 one-channel groups) takes one 32768-element program per
-    group at 16 warps; its G=1 cases (32 groups of 25K-200K elements), multi-channel groups past
+    group at 8 warps (the cap); its G=1 cases (32 groups of 25K-200K elements), multi-channel groups past
     16384 elements and fp64 groups past 16384 keep the split path; short groups are packed into
     4096-element tiles with about 512 programs left."""
     case = parse_case(GN_CASES[0])
     plan = _load("norm_extra", GN, [case], tmp_path).__globals__["_gn_whole_plan"]
-    assert plan(2048, 1, 31999) == (1, 32768, 16)
+    assert plan(2048, 1, 31999) == (1, 32768, 8)
     assert plan(32, 512, 49 * 512) is None
     assert plan(32, 64, 64 * 3136) is None
     assert plan(4096, 2, 2 * 8200) is None
-    assert plan(4096, 2, 2 * 8000) == (1, 16384, 16)
+    assert plan(4096, 2, 2 * 8000) == (1, 16384, 8)
     assert plan(1024, 4, 28) == (2, 32, 1)
-    assert plan(65536, 4, 28) == (128, 32, 16)
-    assert plan(2048, 1, 16384, 8) == (1, 16384, 16)  # fp64: two registers an element
+    assert plan(65536, 4, 28) == (128, 32, 8)
+    assert plan(2048, 1, 16384, 8) == (1, 16384, 8)  # fp64: two registers an element
     assert plan(2048, 1, 16385, 8) is None
 
 

@@ -292,7 +292,7 @@ def test_max_pool_backward_takes_the_stride2_kernels_only_for_stride_2() -> None
 
 def _s2_vec_rows(text: str, rows: int) -> str:
     """The same file with `rows` block rows per lane in the pair kernel."""
-    old = "_MAX_POOL_BWD_S2_VEC_ROWS = 2"
+    old = "_MAX_POOL_BWD_S2_VEC_ROWS = 1"
     assert old in text
     return text.replace(old, f"_MAX_POOL_BWD_S2_VEC_ROWS = {rows}")
 

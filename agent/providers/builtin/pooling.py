@@ -79,10 +79,11 @@ _MAX_POOL_BWD_S2 = True
 _MAX_POOL_BWD_S2_ELEMS, _MAX_POOL_BWD_S2_WARPS = 1024, 2  # [32,64,112,112] bf16: 145 -> 41 us
 # ... and its kernel for NCHW with dense grad_output and indices (vector loads of window pairs;
 # lanes of ROWS x 2 blocks, 8 * ROWS grad_input elements): on/off, grad_input elements per
-# program, warps, block rows per lane (1 or 2)
+# program, warps, block rows per lane (1 or 2). H200 [32,64,112,112] bf16 3x3/2: 39.1 -> 31.0 us
+# (88% of HBM bandwidth; 1024/2/1 and 1024/4/1 best, 31.2 with 2 rows, 34-76 elsewhere)
 _MAX_POOL_BWD_S2_VEC = True
 _MAX_POOL_BWD_S2_VEC_ELEMS, _MAX_POOL_BWD_S2_VEC_WARPS = 1024, 2
-_MAX_POOL_BWD_S2_VEC_ROWS = 2
+_MAX_POOL_BWD_S2_VEC_ROWS = 1
 _AVG_POOL_ELEMS, _AVG_POOL_WARPS = 256, 1
 # avg_pool2d forward on dense NCHW inputs, plane sizes constexpr: windows that tile the plane
 # (kernel == stride, no padding, KW 1 or 2: vector row loads; on/off, input elements per program,
