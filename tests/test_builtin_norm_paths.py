@@ -220,9 +220,9 @@ GN_WHOLE_CASES = [
 ]
 
 GN_WHOLE_KNOBS = [
-    {"_GN_WHOLE_MIN_GROUPS": 1},  # one group per program
+    {"_GN_WHOLE_MIN_GROUPS": 1, "_GN_PIPE": False},  # one group per program
     # packed groups: up to 8 per program (9 and 15 groups leave the last program partial)
-    {"_GN_WHOLE_MIN_GROUPS": 1, "_GN_WHOLE_PROGRAMS": 1, "_GN_WHOLE_WARPS": 4},
+    {"_GN_WHOLE_MIN_GROUPS": 1, "_GN_WHOLE_PROGRAMS": 1, "_GN_WHOLE_WARPS": 4, "_GN_PIPE": False},
 ]  # fmt: skip
 
 
@@ -263,8 +263,97 @@ def test_group_norm_whole_group_kernel_rounds_statistics_like_cuda_eager(tmp_pat
     statistics, as CUDA eager computes it (run here on CPU tensors)."""
     case = GN_CASES[5]
     kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_WHOLE_MIN_GROUPS=1,
-                   _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+                   _GN_PIPE=False, _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
     assert kernel.__globals__["_gn_whole_plan"](16, 1, 999) == (1, 1024, 4)
+    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
+    x, w, b = args[0], args[1], args[2]
+    out, mean, rstd = kernel(*args)
+    a = rstd.float() * w.float()  # [N, C]: one channel per group
+    want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
+    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
+    eager = torch.ops.aten.native_group_norm.default(*args)
+    torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)
+
+
+# ---------------------------------------------------------------- group norm, persistent kernel
+
+# the persistent whole-group kernel (f16/bf16, one channel per group, >= 1024 elements; forced
+# with _GN_WHOLE_MIN_GROUPS=1, 3 or 2 programs): odd group lengths so that groups start at every
+# offset modulo the 8-element chunk (heads and tails of 0-7 elements), a 4096-element group
+# count that is all whole chunks, 1028 (a tail of 4), the suite's 31999, weight and/or bias
+# missing, group counts that are and are not a multiple of the programs
+GN_PIPE_CASES = [
+    "((T([2, 5, 1999], f16), T([5], f16), T([5], f16), 2, 5, 1999, 5, 1e-05), {})",
+    "((T([3, 3, 1031], bf16), None, None, 3, 3, 1031, 3, 1e-05), {})",
+    "((T([1, 7, 4096], f16), T([7], f16), None, 1, 7, 4096, 7, 1e-05), {})",
+    "((T([2, 4, 1028], f16), None, T([4], f16), 2, 4, 1028, 4, 1e-05), {})",
+    "((T([2, 3, 31999], bf16), T([3], bf16), T([3], bf16), 2, 3, 31999, 3, 1e-05), {})",
+]
+
+GN_PIPE_KNOBS = [
+    {"_GN_WHOLE_MIN_GROUPS": 1},
+    {"_GN_WHOLE_MIN_GROUPS": 1, "_GN_PIPE_CPU_PROGRAMS": 2, "_GN_PIPE_VEC": 4},
+    {"_GN_WHOLE_MIN_GROUPS": 1, "_GN_PIPE_CPU_PROGRAMS": 2, "_GN_PIPE_VEC": 2},
+]  # fmt: skip
+
+
+def _gn_pipe_planned(kernel: Any, text: str) -> bool:
+    args, _ = materialize_case(GN, parse_case(text), torch.Generator().manual_seed(0))
+    N, C, HW, G = args[3:7]
+    return kernel.__globals__["_gn_pipe_plan"](N * G, C // G, C // G * HW, args[0]) is not None
+
+
+@pytest.mark.parametrize(
+    "knobs", GN_PIPE_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items())
+)
+def test_group_norm_persistent_kernel_matches_eager(knobs: dict, tmp_path: Path) -> None:
+    cases = [parse_case(c) for c in GN_PIPE_CASES]
+    kernel = _load("norm_extra", GN, cases, tmp_path, **knobs)
+    assert all(_gn_pipe_planned(kernel, c) for c in GN_PIPE_CASES)
+    assert _gn_problems(kernel, GN_PIPE_CASES) == []
+
+
+def test_group_norm_persistent_kernel_matches_the_plain_whole_group_kernel(tmp_path: Path) -> None:
+    """The persistent kernel agrees with its fallback, the plain whole-group kernel (both
+    two-pass in fp32 over the same elements, summed in another order), at eager's tolerance."""
+    cases = [parse_case(c) for c in GN_PIPE_CASES]
+    pipe = _load("norm_extra", GN, cases, tmp_path / "pipe", _GN_WHOLE_MIN_GROUPS=1)
+    plain = _load("norm_extra", GN, cases, tmp_path / "plain", _GN_WHOLE_MIN_GROUPS=1,
+                  _GN_PIPE=False)  # fmt: skip
+    for index, text in enumerate(GN_PIPE_CASES):
+        args, _ = materialize_case(GN, parse_case(text), torch.Generator().manual_seed(index))
+        for got, want in zip(pipe(*args), plain(*args), strict=True):
+            assert compare("output", got, want) == [], index
+
+
+def test_group_norm_persistent_plan_takes_only_aligned_long_one_channel_16bit_groups(
+    tmp_path: Path,
+) -> None:
+    """f32 groups, several channels per group, groups under _GN_PIPE_MIN_D, packed short groups,
+    an x that is not 16-byte aligned (its 32-bit word loads) and fewer than two groups per
+    program keep the plain whole-group kernel."""
+    case = parse_case(GN_PIPE_CASES[0])
+    kernel = _load("norm_extra", GN, [case], tmp_path, _GN_WHOLE_MIN_GROUPS=1)
+    plan = kernel.__globals__["_gn_pipe_plan"]
+    x16 = torch.zeros(64, dtype=torch.float16)
+    assert plan(2048, 1, 31999, x16) == (16384, 8, 16, 3)
+    assert plan(2048, 1, 31999, x16.bfloat16()) == (16384, 8, 16, 3)
+    assert plan(2048, 1, 31999, x16.float()) is None
+    assert plan(2048, 2, 2 * 8000, x16) is None
+    assert plan(2048, 1, 1000, x16) is None
+    assert plan(65536, 1, 1024, x16) is None  # packed: 4 groups per program
+    assert plan(2048, 1, 31999, x16[1:]) is None
+    assert plan(5, 1, 31999, x16) is None
+
+
+def test_group_norm_persistent_kernel_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
+    """ROUND_STATS in the persistent kernel: y = x*a + (beta - a*mean) from the stored f16
+    statistics, as CUDA eager computes it (run here on CPU tensors)."""
+    case = GN_PIPE_CASES[0]
+    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_WHOLE_MIN_GROUPS=1,
+                   _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+    assert _gn_pipe_planned(kernel, case)
     args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
     x, w, b = args[0], args[1], args[2]
     out, mean, rstd = kernel(*args)

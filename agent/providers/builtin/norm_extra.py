@@ -13,8 +13,10 @@ How the generated kernels work:
   fp64), stored in `dtype` when given;
 - native_group_norm: with many groups of at most a few ten thousand elements, one launch holds
   whole groups in registers (read once: mean, then the mean of squared deviations from the same
-  registers, normalised and stored). Otherwise each (sample, group)'s C/G * HxW contiguous
-  elements are split into chunks (about a thousand programs in all, a chunk inside one channel
+  registers, normalised and stored); f16/bf16 one-channel groups of at least a thousand elements
+  take a persistent form of it that fetches the next group (as 16-byte chunks of 32-bit words,
+  head and tail elements apart) before reducing and storing the current one. Otherwise each
+  (sample, group)'s C/G * HxW contiguous elements are split into chunks (about a thousand programs in all, a chunk inside one channel
   when planes are long): a first kernel writes each chunk's sums shifted by the group's first
   element (no catastrophic cancellation), a second combines a group's sums in a fixed order, writes mean and rstd (in the
   input dtype, shaped [N, group] like eager) and normalises its chunk with the channel's weight
@@ -149,6 +151,20 @@ _GN_WHOLE_MAX, _GN_WHOLE_MAX_MULTI = 32768, 16384
 _GN_WHOLE_MIN_GROUPS = 256
 _GN_WHOLE_WARPS = 8  # upper bound; a program gets at most one warp per 256 elements
 _GN_WHOLE_TILE, _GN_WHOLE_PROGRAMS = 4096, 512
+# Persistent whole-group kernel (_GN_PIPE; f16/bf16 one-channel groups of at least
+# _GN_PIPE_MIN_D elements): about _GN_PIPE_PER_SM programs per SM (_GN_PIPE_CPU_PROGRAMS off a
+# GPU), each walking groups pid, pid + P, ... and fetching the NEXT group before it reduces and
+# stores the current one, so that a group's DRAM latency hides behind the previous group's work
+# (the plain kernel runs one program per SM at a time, ~185 registers at 8 warps: load, reduce
+# and store one after the other per wave). Groups are held as 32-bit words (two elements a
+# register) and moved as _GN_PIPE_VEC-element chunks (8: 16-byte loads and stores) although
+# they start anywhere; _GN_PIPE_WARPS caps warps (one per 256 elements at most).
+_GN_PIPE = True
+_GN_PIPE_PER_SM = 1
+_GN_PIPE_WARPS = 16
+_GN_PIPE_VEC = 8
+_GN_PIPE_MIN_D = 1024
+_GN_PIPE_CPU_PROGRAMS = 3  # odd and small: every program walks several groups, one the last
 
 
 @triton.jit
@@ -270,6 +286,75 @@ def _gn_whole_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, CP
 
 
 @triton.jit
+def _gn_pipe_fetch(x_ptr, g, NG, D, k, e, VEC: tl.constexpr):
+    """Group g's (nothing when g >= NG) whole VEC-element chunks, as 32-bit words of two
+    elements each (16-byte loads for VEC 8), and its head and tail outside them (e < VEC: the
+    elements before the first whole chunk; e >= VEC: those after the last)."""
+    base = tl.cast(g, tl.int64) * D
+    ok = g < NG  # else every bound below is 0: nothing loaded
+    cb = tl.cdiv(base, VEC)
+    cf = (base + D) // VEC
+    n_w = tl.where(ok, (cf - cb) * (VEC // 2), 0)
+    words = tl.load(x_ptr.to(tl.pointer_type(tl.int32)) + cb * (VEC // 2) + k, mask=k < n_w,
+                    other=0)
+    p = tl.where(e < VEC, base + e, cf * VEC + e - VEC)
+    pm = p < tl.where(ok, tl.where(e < VEC, cb * VEC, base + D), 0)
+    edge = tl.load(x_ptr + p, mask=pm, other=0)
+    return words, edge
+
+
+@triton.jit
+def _gn_pipe_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, D, n_f, eps,
+                    HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+                    ROUND_STATS: tl.constexpr, VEC: tl.constexpr, BLOCK_W: tl.constexpr):
+    """Persistent whole-group kernel for 16-bit one-channel groups: program pid takes groups
+    pid, pid + P, ... and fetches the next group before it reduces and stores the current one:
+    those loads are in flight during that work (a load stalls only at its first use, one
+    iteration later). A group is held as 32-bit words of two elements (one register per two
+    elements; a 16-bit load takes a whole register), loaded and stored as whole VEC-element
+    chunks (16 bytes for VEC 8) although groups start anywhere: the (< VEC) elements before the
+    group's first whole chunk and after its last go through a 2*VEC-element side tensor.
+    Statistics as _gn_whole_kernel's: mean, then the mean of squared deviations."""
+    P = tl.num_programs(0)
+    pid = tl.program_id(0)
+    DT: tl.constexpr = x_ptr.dtype.element_ty
+    k = tl.arange(0, BLOCK_W)
+    e = tl.arange(0, 2 * VEC)
+    words, edge = _gn_pipe_fetch(x_ptr, pid, NG, D, k, e, VEC)
+    for g in range(pid, NG, P):
+        cur_w = words
+        cur_e = edge
+        words, edge = _gn_pipe_fetch(x_ptr, g + P, NG, D, k, e, VEC)
+        wv, bv = _gn_affine(w_ptr, b_ptr, g % G, g < NG, HAS_W, HAS_B, ACC)
+        base = tl.cast(g, tl.int64) * D
+        cb = tl.cdiv(base, VEC)
+        cf = (base + D) // VEC
+        wm = k < (cf - cb) * (VEC // 2)
+        p = tl.where(e < VEC, base + e, cf * VEC + e - VEC)
+        pm = tl.where(e < VEC, p < cb * VEC, p < base + D)
+        lo = (cur_w & 0xFFFF).to(tl.int16).to(DT, bitcast=True).to(ACC)
+        hi = (cur_w >> 16).to(tl.int16).to(DT, bitcast=True).to(ACC)
+        ve = cur_e.to(ACC)
+        mean = (tl.sum(lo + hi, axis=0) + tl.sum(ve, axis=0)) / n_f
+        dl = tl.where(wm, lo - mean, 0.0)
+        dh = tl.where(wm, hi - mean, 0.0)
+        de = tl.where(pm, ve - mean, 0.0)
+        var = (tl.sum(dl * dl + dh * dh, axis=0) + tl.sum(de * de, axis=0)) / n_f
+        rstd = 1.0 / tl.sqrt(var + eps)
+        tl.store(mean_ptr + g, mean.to(mean_ptr.dtype.element_ty))
+        tl.store(rstd_ptr + g, rstd.to(rstd_ptr.dtype.element_ty))
+        if ROUND_STATS:
+            mean = mean.to(mean_ptr.dtype.element_ty).to(ACC)
+            rstd = rstd.to(rstd_ptr.dtype.element_ty).to(ACC)
+        y_lo = _gn_apply(lo, wv, bv, mean, rstd, ROUND_STATS).to(DT).to(tl.int16, bitcast=True)
+        y_hi = _gn_apply(hi, wv, bv, mean, rstd, ROUND_STATS).to(DT).to(tl.int16, bitcast=True)
+        y_w = (y_lo.to(tl.int32) & 0xFFFF) | (y_hi.to(tl.int32) << 16)
+        tl.store(out_ptr.to(tl.pointer_type(tl.int32)) + cb * (VEC // 2) + k, y_w, mask=wm)
+        y_e = _gn_apply(ve, wv, bv, mean, rstd, ROUND_STATS)
+        tl.store(out_ptr + p, y_e.to(DT), mask=pm)
+
+
+@triton.jit
 def _gn_affine(w_ptr, b_ptr, c, m, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
     """(weight, bias) of channel(s) c; 1 and 0 where the op has none (exact in either form)."""
     wv = 1.0
@@ -320,6 +405,37 @@ def _gn_whole_plan(NG, CPG, D, acc_bytes=4):
     return rows, block, max(1, min(_GN_WHOLE_WARPS, rows * block // 256))
 
 
+_SMS = {}
+
+
+def _num_sms(device):
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SMS:
+        _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SMS[index]
+
+
+def _gn_pipe_plan(NG, CPG, D, x):
+    """(words per program, VEC, warps, programs) for the persistent kernel, or None: the plain
+    whole-group kernel. f16/bf16 one-channel groups of at least _GN_PIPE_MIN_D elements whose
+    plain plan takes one group per program, a 16-byte aligned x (its 32-bit word loads), and at
+    least two groups per program (else nothing to overlap)."""
+    if (not _GN_PIPE or CPG != 1 or D < max(_GN_PIPE_MIN_D, 2 * _GN_PIPE_VEC)
+            or x.dtype not in (torch.float16, torch.bfloat16) or x.data_ptr() % 16 != 0):
+        return None
+    whole = _gn_whole_plan(NG, CPG, D)
+    if whole is None or whole[0] != 1:
+        return None
+    if _INTERPRET or x.device.type != "cuda":
+        programs = _GN_PIPE_CPU_PROGRAMS
+    else:
+        programs = _GN_PIPE_PER_SM * _num_sms(x.device)
+    if NG < 2 * programs:
+        return None
+    block = whole[1]
+    return block // 2, _GN_PIPE_VEC, max(1, min(_GN_PIPE_WARPS, block // 256)), programs
+
+
 def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     if group <= 0 or C % group != 0:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of shape {list(input.shape)} and num_groups={group}")
@@ -343,6 +459,14 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     round_stats = (input.device.type in _ROUND_STATS_DEVICES
                    and input.dtype in (torch.float16, torch.bfloat16))
     whole = _gn_whole_plan(NG, CPG, D, 8 if acc == tl.float64 else 4)
+    pipe = _gn_pipe_plan(NG, CPG, D, x) if whole is not None else None
+    if pipe is not None:
+        block_w, vec, warps, programs = pipe
+        _gn_pipe_kernel[(programs,)](
+            x, w, b, out, mean, rstd, NG, group, D, float(D), float(eps),
+            HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc, ROUND_STATS=round_stats,
+            VEC=vec, BLOCK_W=block_w, num_warps=warps, num_stages=1)
+        return out, mean, rstd
     if whole is not None:
         rows, block, warps = whole
         _gn_whole_kernel[(_cdiv(NG, rows),)](
