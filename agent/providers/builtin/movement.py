@@ -323,13 +323,12 @@ def _below(j, lim, IDX64: tl.constexpr):
 
 
 @triton.jit
-def _flat_kernel(x_ptr, out_ptr, N, value, XN, N0, I0, I1, I2, I3, F0, F1, F2, F3,
+def _flat_kernel(x_ptr, out_ptr, N, value, N0, I0, I1, I2, I3, F0, F1, F2, F3,
                  S0, S1, S2, S3, O1: tl.constexpr, O2: tl.constexpr, O3: tl.constexpr,
                  P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr,
                  K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr, K3: tl.constexpr,
                  FILL: tl.constexpr, IDX64: tl.constexpr, ALIGNED: tl.constexpr,
-                 V: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr,
-                 CHUNK: tl.constexpr, GA: tl.constexpr, X_EVEN: tl.constexpr):
+                 V: tl.constexpr, BLOCK: tl.constexpr):
     """`_map_kernel` for a contiguous output of at most 4 dims (after merging; sizes N0, O1, O2,
     O3): a program owns BLOCK consecutive output elements as rows of V, so stores are V-wide
     vector stores even for odd row lengths (the [rows x last dim] tile left lanes idle there).
@@ -340,16 +339,7 @@ def _flat_kernel(x_ptr, out_ptr, N, value, XN, N0, I0, I1, I2, I3, F0, F1, F2, F
     is one contiguous, aligned run of x, all inside or all outside (vector loads). Otherwise
     loads are gathers, and where V does not divide O3 a row may run past the end of its inner
     row (V <= O3, so at most once): the elements that wrap take the next inner row's offset and
-    inside flag (found by carries).
-
-    GATHER (a pad: x contiguous over the input sizes, XN elements, every dim copied or placed
-    with step 1, no crop): the inside elements read x's elements in order, each once, so a
-    program's are one range of x (found by counting, `_flat_rank`). Instead of a 2-byte gather
-    per element (113-wide padded rows: no row is 16-byte aligned), the program loads that range
-    from its start rounded down to GA elements (16 bytes) as CHUNK elements masked at its end
-    rounded up (at XN when not X_EVEN), in vectors, and places the values by a register gather
-    (through shared memory). GATHER 1: CHUNK always holds the range (BLOCK + GA - 1 elements at
-    most); 2: a program whose range passes CHUNK gathers from x."""
+    inside flag (found by carries)."""
     pid = tl.program_id(0)
     if IDX64:
         pid = pid.to(tl.int64)
@@ -388,77 +378,11 @@ def _flat_kernel(x_ptr, out_ptr, N, value, XN, N0, I0, I1, I2, I3, F0, F1, F2, F
                            tl.where(row_in, I3, 0)[:, None])
             inside = _below(j3, tl.where(live, lim, 0), IDX64)
         src = tl.where(wrapped, base2[:, None], base[:, None]) + j3 * S3
-    if GATHER == 0:
-        v = _flat_load(x_ptr, src, inside, value, FILL)
-    else:
-        # x offsets of the program's inside elements: [lo, hi], in order
-        lo = _flat_rank(pid * BLOCK, I0, I1, I2, I3, F0, F1, F2, F3, O1, O2, O3)
-        hi = _flat_rank(tl.minimum(pid * BLOCK + BLOCK, N), I0, I1, I2, I3, F0, F1, F2, F3,
-                        O1, O2, O3) - 1
-        start = tl.multiple_of(lo // GA * GA, GA)
-        if GATHER == 1:
-            v = _flat_chunk(x_ptr, src, inside, value, XN, start, hi, FILL, CHUNK, GA, X_EVEN,
-                            V, BLOCK)
-        elif hi - start < CHUNK:
-            v = _flat_chunk(x_ptr, src, inside, value, XN, start, hi, FILL, CHUNK, GA, X_EVEN,
-                            V, BLOCK)
-        else:
-            v = _flat_load(x_ptr, src, inside, value, FILL)
-    tl.store(out_ptr + e[:, None] + lane, v.to(out_ptr.dtype.element_ty), mask=live)
-
-
-@triton.jit
-def _flat_rank(e, I0, I1, I2, I3, F0, F1, F2, F3, O1: tl.constexpr, O2: tl.constexpr,
-               O3: tl.constexpr):
-    """How many inside elements come before flat output element e (0 <= e <= N), for a plan
-    whose dims are copied or placed with step 1 and keep every input element: the inside
-    elements read x's XN elements in order, so this is also the x offset of the first inside
-    element at or after e. A scalar per program (no reduction over the tile)."""
-    t = e // O3
-    c3 = e - t * O3
-    c2 = t % O2
-    t = t // O2
-    c1 = t % O1
-    c0 = t // O1
-    j = c0 - F0
-    rank = tl.minimum(tl.maximum(j, 0), I0) * I1 * I2 * I3  # in e's type: int64 with IDX64
-    on = (j >= 0) & (j < I0)  # deeper dims count only inside the outer ones
-    j = c1 - F1
-    rank += tl.where(on, tl.minimum(tl.maximum(j, 0), I1) * I2 * I3, 0)
-    on = on & (j >= 0) & (j < I1)
-    j = c2 - F2
-    rank += tl.where(on, tl.minimum(tl.maximum(j, 0), I2) * I3, 0)
-    on = on & (j >= 0) & (j < I2)
-    j = c3 - F3
-    return rank + tl.where(on, tl.minimum(tl.maximum(j, 0), I3), 0)
-
-
-@triton.jit
-def _flat_load(x_ptr, src, inside, value, FILL: tl.constexpr):
-    """x at offsets src where inside, else the fill value: one gather load per element."""
     if FILL:
-        return tl.load(x_ptr + src, mask=inside, other=value)
+        v = tl.load(x_ptr + src, mask=inside, other=value)
     else:
-        return tl.load(x_ptr + src, mask=inside)
-
-
-@triton.jit
-def _flat_chunk(x_ptr, src, inside, value, XN, start, hi, FILL: tl.constexpr,
-                CHUNK: tl.constexpr, GA: tl.constexpr, X_EVEN: tl.constexpr, V: tl.constexpr,
-                BLOCK: tl.constexpr):
-    """`_flat_load` for offsets in [start, start + CHUNK): x[start : hi + 1] (GA | start) loaded
-    in vectors, rounded up to GA elements (within x when GA | XN, so the mask keeps its
-    alignment), then each element taken from it by a register gather."""
-    k = start + tl.arange(0, CHUNK)
-    end = (hi + GA) // GA * GA
-    if not X_EVEN:
-        end = tl.minimum(end, XN)
-    chunk = tl.load(x_ptr + k, mask=k < end)
-    at = tl.reshape(tl.where(inside, src - start, 0), [BLOCK])
-    v = tl.reshape(tl.gather(chunk, at, 0), [BLOCK // V, V])
-    if FILL:  # the fill value in x's type, as a masked load's `other`
-        v = tl.where(inside, v, value).to(x_ptr.dtype.element_ty)
-    return v
+        v = tl.load(x_ptr + src, mask=inside)
+    tl.store(out_ptr + e[:, None] + lane, v.to(out_ptr.dtype.element_ty), mask=live)
 
 
 FLAT_DIMS = 4  # dims `_flat_kernel` addresses: one runtime outermost size, three constexpr ones
@@ -535,38 +459,6 @@ def _flat_block(total, vec, itemsize):
     return max(vec, min(_pow2(total), 32 * _FLAT_WARPS * per_thread)), _FLAT_WARPS
 
 
-# Unaligned rows of x read as one vector-loaded range per program plus a register gather
-# (`_flat_kernel`'s GATHER) where the plan allows; False: a 2-byte gather load per element
-# (H200, [32, 96, 112, 112] f16 padded to 113 x 113: 47.3 us, 77% of HBM bandwidth). The range
-# buffer is _FLAT_GATHER_CHUNK x BLOCK elements: 2 always holds a program's range (at most
-# BLOCK + 15 bytes); 1 halves the buffer and its shared memory, and a program whose range
-# passes it (one with fewer than 16 bytes of fill) gathers from x instead.
-_FLAT_GATHER = True
-_FLAT_GATHER_CHUNK = 2
-
-
-def _flat_gather(dims, vec, aligned, block, itemsize):
-    """(GATHER, CHUNK, GA, X_EVEN, XN) for `_flat_kernel`. GATHER 0 (off) unless the rows are
-    unaligned, every dim is copied or placed with step 1 keeping every input element (pads, no
-    crop: each x element lands once, in order) and x is contiguous over the input sizes (XN
-    elements; GA of them make 16 bytes); 1 with a chunk of twice BLOCK, 2 with one of BLOCK."""
-    xn = _prod(d[1] for d in dims)
-    ga = max(1, 16 // itemsize)
-    twice = int(_FLAT_GATHER_CHUNK) >= 2
-    chunk = _pow2(block + ga) if twice else block
-    off = (0, chunk, ga, False, xn)
-    if not _FLAT_GATHER or aligned or vec == 1 or xn == 0:
-        return off
-    expect = 1
-    for n_out, n_in, off_d, step, s, kind in reversed(dims):
-        if kind == 2 or step != 1 or off_d < 0 or off_d + n_in > n_out:
-            return off
-        if n_in != 1 and s != expect:
-            return off
-        expect *= n_in
-    return (1 if twice else 2), chunk, ga, xn % ga == 0, xn
-
-
 def _flat_args(x_strides, plan, wrap, fill, itemsize):
     """(grid, ints, consts) for `_flat_kernel` filling a contiguous output from x, or None when
     the plan needs more than FLAT_DIMS dims (then `_map_kernel` does it). Offsets are int32
@@ -585,18 +477,15 @@ def _flat_args(x_strides, plan, wrap, fill, itemsize):
         dims = outer + [one] * (FLAT_DIMS - len(dims)) + dims[len(outer):]
     total = _prod(d[0] for d in dims)
     block, warps = _flat_block(total, vec, itemsize)
-    gather, chunk, ga, x_even, xn = _flat_gather(dims, vec, aligned, block, itemsize)
     reach = sum((d[0] + d[1] + abs(d[2])) * d[4] for d in dims)
-    reach = max(reach, xn + chunk) if gather else reach  # the range buffer's lanes
     idx64 = total + block >= _IDX32_LIMIT or reach >= _IDX32_LIMIT
-    ints = (total, 0 if fill is None else fill, xn, dims[0][0], *[d[1] for d in dims],
+    ints = (total, 0 if fill is None else fill, dims[0][0], *[d[1] for d in dims],
             *[d[2] for d in dims], *[d[4] for d in dims])
     consts = dict(O1=dims[1][0], O2=dims[2][0], O3=dims[3][0], P0=dims[0][3], P1=dims[1][3],
                   P2=dims[2][3], P3=dims[3][3], K0=dims[0][5], K1=dims[1][5], K2=dims[2][5],
                   K3=dims[3][5], FILL=fill is not None,
                   IDX64=idx64, ALIGNED=aligned, V=vec,
-                  BLOCK=block, GATHER=gather, CHUNK=chunk, GA=ga, X_EVEN=x_even,
-                  num_warps=warps)
+                  BLOCK=block, num_warps=warps)
     return (_cdiv(total, block),), ints, consts
 
 
