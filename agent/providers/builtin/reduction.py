@@ -284,30 +284,6 @@ def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, SO, CHUNK, NSPLIT
 
 
 @triton.jit
-def _moments_rows_persist(x_ptr, out_ptr, out2_ptr, ROWS, R, SO, NUM_TILES, n_f, denom,
-                          KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
-    # Whole rows in one tile (R <= BLOCK_N); program p walks row blocks p, p + P, ... so that with
-    # STAGES > 1 the next block's loads are in flight while this one is reduced and stored.
-    cols = tl.arange(0, BLOCK_N)
-    col_ok = cols < R
-    for t in tl.range(tl.program_id(0), NUM_TILES, tl.num_programs(0), num_stages=STAGES):
-        rows = t * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)  # t * BLOCK_M < ROWS + BLOCK_M
-        row_ok = rows < ROWS
-        m = row_ok[:, None] & col_ok[None, :]
-        v = tl.load(x_ptr + rows[:, None] * SO + cols[None, :], mask=m, other=0).to(ACC)
-        shift = tl.zeros([BLOCK_M], ACC)
-        t2 = tl.zeros([BLOCK_M], ACC)
-        if SHIFTED:
-            shift = tl.load(x_ptr + rows * SO, mask=row_ok, other=0).to(ACC)
-        if KIND >= 2:
-            v = tl.where(m, v - shift[:, None], 0)
-            t2 = tl.sum(v * v, axis=1)
-        t1 = tl.sum(v, axis=1)
-        _moments_finish(t1, t2, shift, rows, row_ok, out_ptr, out2_ptr, n_f, denom, KIND)
-
-
-@triton.jit
 def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, SO, CHUNK, NSPLIT, NIB, n_f,
                   denom,
                   KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
@@ -362,17 +338,6 @@ def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, SO, INNER, NSPLIT
     _moments_finish(t1, t2, shift, rows, ok, out_ptr, out2_ptr, n_f, denom, KIND)
 
 
-# Experimental, off until measured on the GPU (benchmarks/knob_sweep.py): many short rows
-# (inner == 1, R <= _ROW_PERSIST_N) run a persistent row kernel, about _ROW_PERSIST_PER_SM
-# programs per SM each walking row blocks of ~_ROW_PERSIST_TILE elements, pipelined over
-# _ROW_PERSIST_STAGES loads; the one-shot row kernel issues a block's loads only when it starts.
-_ROW_PERSIST = False
-_ROW_PERSIST_PER_SM, _ROW_PERSIST_N, _ROW_PERSIST_TILE = 4, 4096, 2048
-_ROW_PERSIST_STAGES, _ROW_PERSIST_WARPS = 3, 4
-# Experimental: split every row of the one-shot row kernel over at least this many programs
-# (1: off), the partials combined in a fixed order by a second kernel: more, smaller programs.
-_ROW_SPLIT_FORCE = 1
-
 _RUNS = {}  # (geometry, arguments) -> run(x): the launches, planned once
 
 
@@ -383,23 +348,6 @@ def _moments(x, dims, keepdim, out_dtype, kind, correction=1):
     if run is None:
         run = _RUNS[key] = _moments_plan(x, dims, keepdim, out_dtype, kind, correction)
     return run(x)
-
-
-def _persist_plan(x, outer, red, inner):
-    """(BLOCK_M, BLOCK_N, programs) of the persistent row kernel, or None when it does not apply:
-    rows that fit one tile, and at least two row blocks per program (else nothing to overlap)."""
-    if inner != 1 or red > _ROW_PERSIST_N:
-        return None
-    block_n = max(2, _pow2(red))
-    block_m = max(1, min(_pow2(outer), _ROW_PERSIST_TILE // block_n))
-    if _INTERPRET or x.device.type != "cuda":
-        programs = 3  # odd, small: every program walks several blocks, one of them the last
-    else:
-        index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-        programs = _ROW_PERSIST_PER_SM * _num_sms(index)
-    if _cdiv(outer, block_m) < 2 * programs:
-        return None
-    return block_m, block_n, programs
 
 
 def _moments_plan(x, dims, keepdim, out_dtype, kind, correction):
@@ -422,29 +370,10 @@ def _moments_plan(x, dims, keepdim, out_dtype, kind, correction):
     size = acc.itemsize
     target = _target_programs(x)
     shifted = kind >= 2 and red > 0  # var/std: sums shifted by the first element of each row
-    persist = _persist_plan(x, outer, red, inner) if _ROW_PERSIST and not _CONSERVATIVE else None
-    if persist is not None:
-        block_m, block_n, programs = persist
-        ints = (outer, red, so, _cdiv(outer, block_m), n_f, denom)
-        consts = dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, BLOCK_M=block_m, BLOCK_N=block_n,
-                      STAGES=_ROW_PERSIST_STAGES, num_warps=_ROW_PERSIST_WARPS)
-
-        def persist_run(x):
-            out = torch.empty(shape, dtype=out_dtype, device=device)
-            out2 = torch.empty(shape, dtype=out_dtype, device=device) if two else out
-            xv = x if perm is None else x.permute(perm).contiguous()
-            _moments_rows_persist[(programs,)](xv, out, out2, *ints, **consts)
-            return (out, out2) if two else out
-
-        return persist_run
     if inner == 1:
-        force = 1 if _CONSERVATIVE else max(1, _ROW_SPLIT_FORCE)
-        block_m, block_n = _row_blocks(outer, _cdiv(red, force), size, target)
+        block_m, block_n = _row_blocks(outer, red, size, target)
         tiles = _cdiv(outer, block_m)
         nsplit, chunk = _split(tiles, red, block_n, target)
-        if nsplit < force:
-            chunk = _cdiv(_cdiv(red, force), block_n) * block_n
-            nsplit = _cdiv(red, chunk)
         ints = (outer, red, so, chunk, nsplit, n_f, denom)
         consts = dict(KIND=kind, SHIFTED=shifted, ACC=acc_tl, SPLIT=nsplit > 1,
                       BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_warps(block_m * block_n))
