@@ -162,13 +162,9 @@ def test_group_norm_matches_eager_on_each_path(knobs: dict, tmp_path: Path) -> N
     assert _gn_problems(kernel, GN_CASES) == []
 
 
-def test_group_norm_split_path_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
-    """ROUND_STATS in the split kernels with chunks starting inside odd planes: y = x*a +
-    (beta - a*mean) from the stored f16 statistics, as CUDA eager computes it (run here on CPU
-    tensors)."""
-    case = GN_CASES[5]
-    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _INTERPRET=False,
-                   _GN_BLOCK=32, _GN_TARGET_PROGRAMS=64, _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+def _assert_rounds_statistics_like_cuda(kernel: Any, case: str) -> None:
+    """y = x*a + (beta - a*mean) from the stored f16 statistics, as CUDA eager computes it (one
+    channel per group); the statistics themselves match eager's."""
     args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
     x, w, b = args[0], args[1], args[2]
     out, mean, rstd = kernel(*args)
@@ -178,6 +174,16 @@ def test_group_norm_split_path_rounds_statistics_like_cuda_eager(tmp_path: Path)
     eager = torch.ops.aten.native_group_norm.default(*args)
     torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
     torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)
+
+
+def test_group_norm_split_path_rounds_statistics_like_cuda_eager(tmp_path: Path) -> None:
+    """ROUND_STATS in the split kernels with chunks starting inside odd planes: y = x*a +
+    (beta - a*mean) from the stored f16 statistics, as CUDA eager computes it (run here on CPU
+    tensors)."""
+    case = GN_CASES[5]
+    kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _INTERPRET=False,
+                   _GN_BLOCK=32, _GN_TARGET_PROGRAMS=64, _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
+    _assert_rounds_statistics_like_cuda(kernel, case)
 
 
 def test_new_paths_compile_for_an_sm90_gpu() -> None:
@@ -265,15 +271,7 @@ def test_group_norm_whole_group_kernel_rounds_statistics_like_cuda_eager(tmp_pat
     kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_WHOLE_MIN_GROUPS=1,
                    _GN_PIPE=False, _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
     assert kernel.__globals__["_gn_whole_plan"](16, 1, 999) == (1, 1024, 4)
-    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
-    x, w, b = args[0], args[1], args[2]
-    out, mean, rstd = kernel(*args)
-    a = rstd.float() * w.float()  # [N, C]: one channel per group
-    want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
-    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
-    eager = torch.ops.aten.native_group_norm.default(*args)
-    torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
-    torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)
+    _assert_rounds_statistics_like_cuda(kernel, case)
 
 
 # ---------------------------------------------------------------- group norm, persistent kernel
@@ -354,12 +352,4 @@ def test_group_norm_persistent_kernel_rounds_statistics_like_cuda_eager(tmp_path
     kernel = _load("norm_extra", GN, [parse_case(case)], tmp_path, _GN_WHOLE_MIN_GROUPS=1,
                    _ROUND_STATS_DEVICES=("cpu",))  # fmt: skip
     assert _gn_pipe_planned(kernel, case)
-    args, _ = materialize_case(GN, parse_case(case), torch.Generator().manual_seed(0))
-    x, w, b = args[0], args[1], args[2]
-    out, mean, rstd = kernel(*args)
-    a = rstd.float() * w.float()  # [N, C]: one channel per group
-    want = (x.float() * a[:, :, None] + (b.float() - a * mean.float())[:, :, None]).half()
-    torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
-    eager = torch.ops.aten.native_group_norm.default(*args)
-    torch.testing.assert_close(mean, eager[1], atol=2e-3, rtol=2e-3)
-    torch.testing.assert_close(rstd, eager[2], atol=2e-3, rtol=2e-3)
+    _assert_rounds_statistics_like_cuda(kernel, case)
