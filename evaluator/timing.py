@@ -271,7 +271,8 @@ def _wait_cycles(window_us: float) -> int:
 
 
 class _Call:
-    """One side's call on one argument set (a class, not a closure, so the set stays reachable)."""
+    """One side's call on one argument set; the set stays readable (`args`): the floor counts the
+    bytes of the kernel's arguments."""
 
     def __init__(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
