@@ -122,6 +122,16 @@ def test_flat_map_conservative_variant_matches_eager(op: str) -> None:
     assert run_generated(op, _write(op, cases, variant=1), cases) == []
 
 
+@pytest.mark.parametrize("row_bytes", [4, 8, 16])
+def test_flat_map_narrower_unaligned_rows_match_eager(row_bytes: int) -> None:
+    op = "constant_pad_nd.default"
+    cases = _cases(op)
+    text = _write(op, cases)
+    assert "_FLAT_ROW_BYTES = 32" in text
+    text = text.replace("_FLAT_ROW_BYTES = 32", f"_FLAT_ROW_BYTES = {row_bytes}")
+    assert run_generated(op, text, cases) == []
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_flat_map_int64_offsets_match_eager(op: str) -> None:
     cases = _cases(op)

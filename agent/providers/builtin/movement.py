@@ -433,14 +433,18 @@ def _flat_aligned(dims, itemsize):
     return g
 
 
+# Bytes of a row of the unaligned walk (its loads are per-element gathers, lanes a row apart)
+_FLAT_ROW_BYTES = 32
+
+
 def _flat_vec(dims, itemsize):
     """(V, ALIGNED): aligned rows when they are at least 8 bytes wide; otherwise rows of up to
-    32 bytes (16 in the fallback variant) that may wrap once, so V <= the inner size, and V
-    divides the total so the last row is whole."""
+    _FLAT_ROW_BYTES (16 in the fallback variant) that may wrap once, so V <= the inner size, and
+    V divides the total so the last row is whole."""
     aligned = _flat_aligned(dims, itemsize)
     if aligned > 1 and aligned * itemsize >= 8:
         return aligned, True
-    v = max(1, (16 if _CONSERVATIVE else 32) // itemsize)
+    v = max(1, (16 if _CONSERVATIVE else _FLAT_ROW_BYTES) // itemsize)
     total = _prod(d[0] for d in dims)
     while v > 1 and (v > dims[-1][0] or total % v):
         v //= 2
