@@ -53,7 +53,6 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol), the eval
 MakeArgs = Callable[[str, TestCase, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
 
 
-
 def make_tensor(
     spec: TensorSpec, gen: torch.Generator, *, positive: bool = False, nonzero: bool = False
 ) -> torch.Tensor:
@@ -148,6 +147,26 @@ def compare(name: str, got: Any, want: Any) -> list[str]:
         f"{name}: {int((~close).sum())} of {want.numel()} elements differ, "
         f"max abs error {diff.max().item():.3g} (atol {atol}, rtol {rtol})"
     ]
+
+
+def _upcast(value: Any) -> Any:
+    if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
+        return value.float()
+    if isinstance(value, list | tuple):
+        return type(value)(_upcast(v) for v in value)
+    return value
+
+
+def compare_with_fp32_eager(name: str, eager: Any, got: Any, args: Any, kwargs: Any) -> list[str]:
+    """Mismatch lines between a kernel's outputs and eager run on fp32 copies of its half-precision
+    inputs, each rounded back to the kernel output's dtype (for ops whose half-precision eager
+    accumulates in half precision while the kernel accumulates in fp32)."""
+    want = eager(*_upcast(args), **kwargs)
+    want = tuple(
+        None if w is None else w.to(g.dtype if g is not None else w.dtype)
+        for w, g in zip(want, got, strict=True)
+    )
+    return compare(name, got, want)
 
 
 def run_generated(

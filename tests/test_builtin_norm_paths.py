@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 import torch
-from builtin_support import assert_compiles_for_sm90, compare, load_kernel, materialize_case
+from builtin_support import (
+    assert_compiles_for_sm90,
+    compare,
+    compare_with_fp32_eager,
+    load_kernel,
+    materialize_case,
+)
 
 from agent.providers.builtin import codegen
 from agent.providers.builtin.request import KernelRequest
@@ -43,12 +49,9 @@ def _load(module: str, op: str, cases: list[TestCase], tmp: Path, **knobs: Any):
     return kernel
 
 
-def _upcast(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
-        return value.float()
-    if isinstance(value, list | tuple):
-        return type(value)(_upcast(v) for v in value)
-    return value
+def _knob_id(knobs: dict) -> str:
+    """A parametrized test's id from the module constants it sets."""
+    return ",".join(f"{a}={b}" for a, b in knobs.items()) or "defaults"
 
 
 # ---------------------------------------------------------------- layer norm backward
@@ -85,18 +88,14 @@ def _ln_bwd_problems(kernel: Any, cases: list[str]) -> list[str]:
             LN_BWD, parse_case(text), torch.Generator().manual_seed(index)
         )
         got = kernel(*args, **kwargs)
-        want = eager(*_upcast(args), **kwargs)
-        want = tuple(
-            None if w is None else w.to(g.dtype if g is not None else w.dtype)
-            for w, g in zip(want, got, strict=True)
-        )
-        problems += [f"case {index}: {p}" for p in compare("output", got, want)]
+        problems += [
+            f"case {index}: {p}"
+            for p in compare_with_fp32_eager("output", eager, got, args, kwargs)
+        ]
     return problems
 
 
-@pytest.mark.parametrize(
-    "knobs", LN_BWD_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "interpreter"
-)
+@pytest.mark.parametrize("knobs", LN_BWD_KNOBS, ids=_knob_id)
 def test_layer_norm_backward_matches_eager_on_gpu_sized_plans(knobs: dict, tmp_path: Path) -> None:
     cases = [parse_case(c) for c in LN_BWD_CASES]
     kernel = _load("norm", LN_BWD, cases, tmp_path, **knobs)
@@ -153,9 +152,7 @@ GN_KNOBS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "knobs", GN_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "default"
-)
+@pytest.mark.parametrize("knobs", GN_KNOBS, ids=_knob_id)
 def test_group_norm_matches_eager_on_each_path(knobs: dict, tmp_path: Path) -> None:
     cases = [parse_case(c) for c in GN_CASES]
     kernel = _load("norm_extra", GN, cases, tmp_path, **knobs)
@@ -232,9 +229,7 @@ GN_WHOLE_KNOBS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "knobs", GN_WHOLE_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items())
-)
+@pytest.mark.parametrize("knobs", GN_WHOLE_KNOBS, ids=_knob_id)
 def test_group_norm_whole_group_kernel_matches_eager(knobs: dict, tmp_path: Path) -> None:
     cases = [parse_case(c) for c in GN_WHOLE_CASES]
     kernel = _load("norm_extra", GN, cases, tmp_path, **knobs)
@@ -302,9 +297,7 @@ def _gn_pipe_planned(kernel: Any, text: str) -> bool:
     return kernel.__globals__["_gn_pipe_plan"](N * G, C // G, C // G * HW, args[0]) is not None
 
 
-@pytest.mark.parametrize(
-    "knobs", GN_PIPE_KNOBS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items())
-)
+@pytest.mark.parametrize("knobs", GN_PIPE_KNOBS, ids=_knob_id)
 def test_group_norm_persistent_kernel_matches_eager(knobs: dict, tmp_path: Path) -> None:
     cases = [parse_case(c) for c in GN_PIPE_CASES]
     kernel = _load("norm_extra", GN, cases, tmp_path, **knobs)

@@ -17,6 +17,7 @@ import torch
 from builtin_support import (
     assert_compiles_for_sm90,
     compare,
+    compare_with_fp32_eager,
     load_kernel,
     materialize_case,
     run_generated,
@@ -296,14 +297,6 @@ def test_layer_norm_matches_eager_with_and_without_affine() -> None:
     assert run_generated(op, _write(norm, op, cases), cases) == []
 
 
-def _upcast(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
-        return value.float()
-    if isinstance(value, list | tuple):
-        return type(value)(_upcast(v) for v in value)
-    return value
-
-
 def test_layer_norm_backward_matches_fp32_eager_rounded_to_the_dtype() -> None:
     # eager on the CPU sums half-precision weight gradients in half precision; the kernel
     # accumulates in fp32, so the reference is eager on fp32 copies, rounded to the input dtype
@@ -319,12 +312,10 @@ def test_layer_norm_backward_matches_fp32_eager_rounded_to_the_dtype() -> None:
         for index, case in enumerate(cases):
             args, kwargs = materialize_case(op, case, torch.Generator().manual_seed(index))
             got = kernel(*args, **kwargs)
-            want = eager(*_upcast(args), **kwargs)
-            want = tuple(
-                None if w is None else w.to(g.dtype if g is not None else w.dtype)
-                for w, g in zip(want, got, strict=True)
-            )
-            problems += [f"case {index}: {p}" for p in compare("output", got, want)]
+            problems += [
+                f"case {index}: {p}"
+                for p in compare_with_fp32_eager("output", eager, got, args, kwargs)
+            ]
     assert problems == []
 
 
