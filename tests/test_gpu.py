@@ -116,3 +116,47 @@ def test_host_time_is_reported_apart_not_timed_as_gpu_time() -> None:
     assert statistics.median(device_a) < 0.02, device_a  # ms: the tiny kernel, not the Python
     assert statistics.median(host_a) >= 0.08, host_a
     assert statistics.median(host_b) < statistics.median(host_a)
+
+
+def _builtin_softmax_module(op: str, tmp_path):
+    """The builtin writer's kernel file for `op`, loaded as a module (its plan and knobs)."""
+    import importlib.util
+
+    from agent.providers.builtin import codegen, softmax
+    from agent.providers.builtin.request import KernelRequest
+
+    text = softmax.WRITERS[op](KernelRequest(op, str(codegen.schema_of(op)), [], 0))
+    path = tmp_path / f"{op.replace('.', '_')}.py"
+    path.write_text(text, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("op", ["_log_softmax.default", "_log_softmax_backward_data.default",
+                                "_softmax.default", "_softmax_backward_data.default"])  # fmt: skip
+def test_long_softmax_rows_split_over_resident_programs_match_eager(op: str, tmp_path) -> None:
+    """`_split_rows_kernel` (programs of a row wait on each other: a cooperative launch) on the
+    GPU: rows of a 50k vocabulary, more rows than the grid has slots, a row of 49 chunks, fp64;
+    it must be the path taken (not the long-row fallback), match eager and repeat bit for bit."""
+    import torch
+
+    module = _builtin_softmax_module(op, tmp_path)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for shape, dtype in [((300, 50257), torch.float32), ((3, 200003), torch.float32),
+                         ((64, 50257), torch.bfloat16), ((5, 30001), torch.float64)]:  # fmt: skip
+        x = torch.randn(shape, dtype=dtype, device="cuda", generator=gen) * 4
+        aten = getattr(torch.ops.aten, op.split(".")[0])
+        if "backward" in op:
+            y = torch.log_softmax(x, -1) if "log" in op else torch.softmax(x, -1)
+            want = aten(x.double(), y.double(), 1, torch.float64)  # 50k-term sums: f64 reference
+            got, again = (module._launch(x, y, 1, dtype) for _ in range(2))
+        else:
+            want = aten(x.double(), 1, False)
+            got, again = (module._launch(x, None, 1, dtype) for _ in range(2))
+        run = module._PLANS[(x.shape, dtype, dtype, 1, x.device)][0]
+        assert run.state.get("launched") and not run.state["long"], (shape, run.state)
+        tol = {torch.bfloat16: 2e-2, torch.float32: 1e-4, torch.float64: 1e-9}[dtype]
+        torch.testing.assert_close(got, want.to(dtype), atol=tol, rtol=tol)
+        assert torch.equal(got, again)
