@@ -274,8 +274,7 @@ for number, job in enumerate(jobs):
         if not launches:
             problems.append(f"case {index}: no kernel launch was captured")
         for fn, largs, lkwargs in launches:
-            options = {k: lkwargs.pop(k) for k in ("num_warps", "num_stages", "launch_cooperative_grid")
-                       if k in lkwargs}
+            options = {k: lkwargs.pop(k) for k in ("num_warps", "num_stages") if k in lkwargs}
             values = dict(zip(fn.arg_names, largs))
             values.update(lkwargs)
             signature, constexprs = {}, {}

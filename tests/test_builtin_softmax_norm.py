@@ -205,43 +205,6 @@ def test_softmax_long_rows_match_eager_with_every_l2_switch(op: str, switches: i
     assert run_generated(op, text, cases) == []
 
 
-# The split-row kernel (long rows over several programs, chunks held in registers), switched on
-# for every long row with small chunks: rows of one chunk and of many, an uneven last chunk,
-# every mode and dtype; the interpreter runs its two-launch form (partials, then the rest).
-SPLIT_ROW_KNOBS = [
-    dict(_SPLIT_ROWS=True, _SPLIT_MIN_ROW_BYTES=1, _SPLIT_BLOCK=256),
-    dict(_SPLIT_ROWS=True, _SPLIT_MIN_ROW_BYTES=1, _SPLIT_BLOCK=4096, _SPLIT_WARPS=0),
-    dict(_SPLIT_ROWS=True, _SPLIT_MIN_ROW_BYTES=1, _SPLIT_BLOCK=512, _SPLIT_PREFETCH=True,
-         _SPLIT_BIG_AT=0),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("knobs", range(len(SPLIT_ROW_KNOBS)))
-@pytest.mark.parametrize("op", sorted(LONG_ROW_CASES))
-def test_softmax_long_rows_split_over_programs_match_eager(op: str, knobs: int) -> None:
-    cases = [parse_case(c) for c in LONG_ROW_CASES[op]]
-    text = _with_constants(_write(softmax, op, cases), **SPLIT_ROW_KNOBS[knobs])
-    assert run_generated(op, text, cases) == []
-
-
-@pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
-def test_softmax_split_rows_handle_minus_infinity_like_eager(op: str) -> None:
-    """A chunk that is all -inf (row 0, and most chunks of row 1) adds nothing to its row."""
-    cases = [parse_case("((T([4, 1001], f32), -1, False), {})"),
-             parse_case("((T([3, 700], bf16), 1, False), {})")]  # fmt: skip
-    text = _with_constants(_write(softmax, op, cases), **SPLIT_ROW_KNOBS[0])
-    assert run_generated(op, text, cases, make_args=_with_infinities) == []
-
-
-def test_softmax_split_rows_only_for_long_rows_when_on() -> None:
-    text = _with_constants(_write(softmax, "_softmax.default", []), **SPLIT_ROW_KNOBS[0])
-    assert _plan_constexprs(text, "((T([3, 1001], f32), 1, False), {})") == {}  # run(a, b, out)
-    assert "HEAD" in _plan_constexprs(_with_constants(text, _SPLIT_ROWS=False),
-                                      "((T([3, 1001], f32), 1, False), {})")  # fmt: skip
-    assert "HEAD" in _plan_constexprs(_with_constants(text, _SPLIT_MIN_ROW_BYTES=8192),
-                                      "((T([3, 1001], f32), 1, False), {})")  # fmt: skip
-
-
 def _plan_constexprs(text: str, case_text: str) -> dict:
     """The constexprs of the launch the generated file plans for the case's input."""
     import importlib

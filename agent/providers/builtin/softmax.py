@@ -355,111 +355,6 @@ def _long_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: t
 
 
 @triton.jit
-def _split_chunk(a_ptr, b_ptr, row, ROWS, R, CHUNK, k, lane, lim, MODE: tl.constexpr,
-                 ACC: tl.constexpr, BIG: tl.constexpr):
-    """One program's chunk of `row` (masked off past the last row): its offsets, the input, and
-    the output of the softmax backward (needed for the partial sum). int32 offsets unless BIG:
-    64-bit ones cost two registers per element, and the compiler keeps them through the wait."""
-    if BIG:
-        offs = (tl.cast(row, tl.int64) * R + k * CHUNK) + lane
-    else:
-        offs = (row * R + k * CHUNK) + lane
-    m = lane < tl.where(row < ROWS, lim, 0)
-    if MODE < 2:
-        a = tl.load(a_ptr + offs, mask=m, other=float("-inf")).to(ACC)
-    else:
-        a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
-    b = a
-    if MODE == 2:
-        b = tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
-    return offs, a, b
-
-
-@triton.jit
-def _split_rows_kernel(a_ptr, b_ptr, out_ptr, part_ptr, cnt_ptr, ROWS, R, CHUNK, K,
-                       MODE: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr,
-                       KP: tl.constexpr, PHASE: tl.constexpr, BIG: tl.constexpr,
-                       PREFETCH: tl.constexpr):
-    """Long rows read from HBM once: each row is split over K programs, each holding its CHUNK
-    elements in registers while the K partial statistics meet in `part_ptr`.
-
-    Why: a 201 KB f32 row does not fit one program's registers, and the two-pass kernel's second
-    read never came from L2 on the H200 (132 rows in flight, 26 MB, plus the streamed output are
-    more than the L2 keeps for any one SM), so it moved the row three times, not twice. Here the
-    grid is persistent: program p takes chunk p % K of rows p // K, p // K + slots, ... (slots =
-    grid // K), so the K programs of a row walk the same rows in the same order. For each row a
-    program loads its chunk, writes its (max, rescaled sum) or its partial sum, counts itself in
-    at the row's counter (release), waits until all K have (acquire), combines the K partials in
-    a fixed order (every program of the row gets the same numbers: deterministic), and writes
-    its chunk from registers. With PREFETCH the next row's chunk is loaded before the wait, so
-    that its latency hides behind the wait. The wait needs every program of the grid resident
-    at once: the launch is cooperative (the driver refuses a grid that could not be), and no
-    program waits for one that has not started.
-
-    PHASE 0 is that kernel. The interpreter runs programs one after another, so a wait there
-    never ends; it runs PHASE 1 (load, write the partials) and then PHASE 2 (load again,
-    combine, write), the same arithmetic in two launches."""
-    pid = tl.program_id(0)
-    slots = tl.num_programs(0) // K
-    slot = pid // K
-    k = pid % K
-    lane = tl.arange(0, BLOCK)
-    lim = tl.minimum(CHUNK, R - k * CHUNK)
-    ok = lane < lim
-    kk = tl.arange(0, KP)
-    k_ok = kk < K
-    if slot < slots:
-        if PREFETCH:
-            offs_n, a_n, b_n = _split_chunk(a_ptr, b_ptr, slot, ROWS, R, CHUNK, k, lane, lim,
-                                            MODE, ACC, BIG)
-        for row in range(slot, ROWS, slots):
-            if PREFETCH:
-                offs = offs_n
-                a = a_n
-                b = b_n
-                offs_n, a_n, b_n = _split_chunk(a_ptr, b_ptr, row + slots, ROWS, R, CHUNK, k,
-                                                lane, lim, MODE, ACC, BIG)
-            else:
-                offs, a, b = _split_chunk(a_ptr, b_ptr, row, ROWS, R, CHUNK, k, lane, lim, MODE,
-                                          ACC, BIG)
-            part = part_ptr + tl.cast(row, tl.int64) * (2 * K)
-            if PHASE < 2:
-                if MODE < 2:
-                    pm = tl.max(a, axis=0)
-                    ps = tl.sum(tl.exp(a - tl.where(pm == float("-inf"), 0.0, pm)), axis=0)
-                else:
-                    pm = tl.zeros([], ACC)
-                    if MODE == 2:
-                        ps = tl.sum(a * b, axis=0)
-                    else:
-                        ps = tl.sum(a, axis=0)
-                tl.store(part + k, pm)
-                tl.store(part + K + k, ps)
-            if PHASE != 1:
-                if MODE == 3:  # the output enters only the result: loaded while the row waits
-                    b = tl.load(b_ptr + offs, mask=ok, other=0).to(ACC)
-            if PHASE == 0:
-                # the partials of every thread are written before the count (barrier, release)
-                tl.debug_barrier()
-                arrived = tl.atomic_add(cnt_ptr + row, 1, sem="acq_rel") + 1
-                while arrived < K:
-                    arrived = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-            if PHASE != 1:
-                # past the acquire: the partials come from L2 (.cg), not a stale L1 line
-                pms = tl.load(part + kk, mask=k_ok, other=float("-inf"), cache_modifier=".cg")
-                pss = tl.load(part + K + kk, mask=k_ok, other=0, cache_modifier=".cg")
-                if MODE < 2:
-                    mx = tl.max(pms, axis=0)
-                    safe = tl.where(mx == float("-inf"), 0.0, mx)
-                    s = tl.sum(pss * tl.exp(pms - safe), axis=0)
-                else:
-                    mx = tl.zeros([], ACC)
-                    s = tl.sum(pss, axis=0)
-                y = _finish(a, b, mx, s, MODE)
-                tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
-
-
-@triton.jit
 def _cols_kernel(a_ptr, b_ptr, out_ptr, INNER, R, NIB, MODE: tl.constexpr, ACC: tl.constexpr,
                  ONE_PASS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
     pid = tl.program_id(0)
@@ -582,17 +477,6 @@ _PERSIST_MIN_ROW_BYTES = 96 * 1024
 _LONG_WARPS_SHORT = 4
 _LONG_STAGES_SHORT = 1
 _INTERPRET_PROGRAMS = 3  # interpreter grid for long rows: a few, so that programs take turns
-# Rows of at least _SPLIT_MIN_ROW_BYTES (input bytes) on `_split_rows_kernel`: each row split
-# over programs of about _SPLIT_BLOCK elements held in registers (half that for fp64 and the
-# softmax backward, which hold two values), _SPLIT_WARPS warps (0: by the block), a cooperative
-# grid of _SPLIT_PER_SM programs per SM. The interpreter runs it as two launches (tests only).
-_SPLIT_ROWS = not _INTERPRET
-_SPLIT_MIN_ROW_BYTES = 96 * 1024
-_SPLIT_BLOCK = 4096
-_SPLIT_WARPS = 4
-_SPLIT_PER_SM = 8
-_SPLIT_PREFETCH = False
-_SPLIT_BIG_AT = 2**31  # elements from which offsets are 64-bit
 
 _PLANS = {}  # (shape, dtypes, dim, device) -> (kernel launcher, constexprs, make output)
 
@@ -626,68 +510,6 @@ def _long_head(red, element_size, wide_acc):
     if wide_acc or n < max(16, _ROW_ALIGN):
         return 0
     return min(1 << (n.bit_length() - 1), _pow2(red))
-
-
-def _split_plan(a, outer, red, acc, long_plan):
-    """run(a, b, out) for `_split_rows_kernel`: chunks of about _SPLIT_BLOCK elements (evened
-    out over the row, multiples of _ROW_ALIGN), a cooperative persistent grid of _SPLIT_PER_SM
-    programs per SM (halved while the driver refuses it as too large to be resident at once),
-    and the long-row plan when no grid fits (a row of more chunks than the GPU holds) or the
-    launch fails before anything ran (a Triton without cooperative launches)."""
-    wide = acc == tl.float64 or _MODE == 2  # two values per element held through the wait
-    block = _pow2(max(_ROW_ALIGN, int(_SPLIT_BLOCK) // (2 if wide else 1)))
-    chunk = min(block, _cdiv(_cdiv(red, _cdiv(red, block)), _ROW_ALIGN) * _ROW_ALIGN)
-    k = _cdiv(red, chunk)
-    part_dtype = torch.float64 if acc == tl.float64 else torch.float32
-    consts = dict(MODE=_MODE, ACC=acc, BLOCK=block, KP=_pow2(k),
-                  BIG=(outer + 1) * red + block >= _SPLIT_BIG_AT, PREFETCH=bool(_SPLIT_PREFETCH),
-                  num_warps=int(_SPLIT_WARPS) or _warps(block))
-    device = a.device
-    if _INTERPRET:
-        grid = (k * max(1, min(outer, _INTERPRET_PROGRAMS)),)
-
-        def run_phases(a, b, out):
-            part = torch.empty(outer * 2 * k, dtype=part_dtype, device=device)
-            for phase in (1, 2):
-                _split_rows_kernel[grid](a, b, out, part, part, outer, red, chunk, k,
-                                         PHASE=phase, **consts)
-
-        return run_phases
-    if device.type == "cuda":
-        sms = _num_sms(device.index if device.index is not None else torch.cuda.current_device())
-    else:  # compiled without a GPU (the sm_90 compile test): an H100/H200's count
-        sms = 132
-    state = {"per_sm": max(1, int(_SPLIT_PER_SM)), "long": False}
-
-    def run(a, b, out):
-        while not state["long"]:
-            per_sm = state["per_sm"]
-            if per_sm * sms < k:
-                state["long"] = True
-                break
-            grid = (max(1, min(outer, per_sm * sms // k)) * k,)
-            part = torch.empty(outer * 2 * k, dtype=part_dtype, device=device)
-            count = torch.zeros(outer, dtype=torch.int32, device=device)
-            try:
-                _split_rows_kernel[grid](a, b, out, part, count, outer, red, chunk, k, PHASE=0,
-                                         launch_cooperative_grid=True, **consts)
-                state["launched"] = True
-                return
-            except RuntimeError as error:
-                if state.get("launched"):
-                    raise
-                if "cooperative" in str(error):  # too many programs to be resident at once
-                    state["per_sm"] = per_sm // 2
-                    if state["per_sm"] == 0:
-                        state["long"] = True
-                else:
-                    state["long"] = True
-                    state["error"] = str(error)
-        launch, sizes, consts_long = long_plan
-        launch(a, b, out, *sizes, **consts_long)
-
-    run.state = state  # for benchmarks: the programs per SM in use, or the long-row fallback
-    return run
 
 
 def _plan(a, dim, out_dtype):
@@ -727,10 +549,7 @@ def _plan(a, dim, out_dtype):
                           ST_CACHE=_LONG_STORE_CACHE, num_warps=warps)
             # a store takes a cache modifier or an eviction hint, not both (ptxas)
             consts["ST_EV"] = "" if consts["ST_CACHE"] else consts["EV_DONE"]
-            long_plan = (_long_rows_kernel[grid], (outer, red), consts)
-            if _SPLIT_ROWS and red * a.element_size() >= _SPLIT_MIN_ROW_BYTES:
-                return _split_plan(a, outer, red, acc, long_plan), (), {}
-            return long_plan
+            return _long_rows_kernel[grid], (outer, red), consts
         block_n = max(2, _pow2(red))
         if _FLAT_ROWS_TILE and red * a.element_size() % 16 and block_n <= _FLAT_MAX_N:
             rows = _pow2(max(8, _FLAT_ROWS_TILE // block_n))  # a power of two, at least 8
