@@ -65,7 +65,12 @@ def _knobs(texts: list[str]) -> dict[str, list[Any]]:
         name, _, values = text.partition("=")
         if not name or not values:
             raise SystemExit(f"knob_sweep: --knob {text!r}: write NAME=V1,V2")
-        knobs[name] = [ast.literal_eval(v) for v in values.split(",")]
+        try:  # one list literal: a value may be a tuple or a string with commas
+            knobs[name] = list(ast.literal_eval(f"[{values}]"))
+        except (ValueError, SyntaxError):
+            raise SystemExit(
+                f"knob_sweep: --knob {text!r}: values must be Python literals"
+            ) from None
     return knobs
 
 

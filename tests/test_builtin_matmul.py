@@ -99,3 +99,68 @@ def test_matmul_kernels_compile_for_an_sm90_gpu() -> None:
         cases = [parse_case(t) for t in texts]
         batch.append((op, matmul.WRITERS[op](KernelRequest(op=op, schema="", cases=cases)), cases))
     assert_compiles_for_sm90(batch)
+
+
+def _module(tmp_path, op: str = "mm.default"):
+    """The generated file loaded as a module (its planning functions and constants)."""
+    import importlib.util
+
+    path = tmp_path / "mm_module.py"
+    path.write_text(_write(op, []), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"mm_module_{tmp_path.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _FakeCuda:
+    """A stand-in CUDA device for `_config` (hashable: the config is cached per device)."""
+
+    type = "cuda"
+    index = 0
+
+    def __hash__(self) -> int:
+        return 1
+
+
+# (M, N, K, batch, dtype, B K-contiguous) -> (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, splits) on
+# 132 SMs: the tiles that were fastest on the H200 (docs/BENCHMARKS.md section 15).
+GPU_TILES = [
+    ((2048, 14336, 4096, 1, torch.bfloat16, True), (256, 128, 64, 8, 3, 1)),  # many waves
+    ((4096, 768, 768, 1, torch.bfloat16, False), (128, 256, 64, 8, 3, 1)),  # 96 tiles, one wave
+    ((4096, 768, 768, 1, torch.bfloat16, True), (256, 128, 64, 8, 3, 1)),  # B as nn.Linear's weight
+    ((1024, 2048, 2048, 1, torch.bfloat16, True), (128, 128, 64, 4, 4, 1)),
+    ((1024, 768, 768, 1, torch.float16, False), (64, 128, 64, 4, 4, 1)),
+    ((512, 768, 768, 1, torch.float16, True), (64, 64, 64, 4, 4, 1)),
+    ((6304, 768, 768, 1, torch.bfloat16, True), (128, 256, 64, 8, 3, 1)),  # no one-wave fit
+    ((1, 4096, 14336, 1, torch.bfloat16, True), (16, 32, 128, 4, 4, 1)),  # GEMV
+    ((128, 64, 128, 96, torch.float32, False), (128, 64, 64, 8, 3, 1)),
+    ((512, 512, 512, 16, torch.float64, False), (128, 128, 32, 8, 3, 1)),  # fp64: BLOCK_K 32
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("problem", "expected"), GPU_TILES)
+def test_gpu_tile_choice_follows_the_wave_rules(problem: tuple, expected: tuple, tmp_path) -> None:
+    module = _module(tmp_path)
+    module._INTERPRET = False
+    module._num_sms = lambda index: 132
+    M, N, K, batch, dtype, b_k_contiguous = problem
+    assert module._config(M, N, K, batch, dtype, _FakeCuda(), b_k_contiguous) == expected
+
+
+def test_fp32_uses_three_tf32_products_except_for_an_m_contiguous_a(tmp_path) -> None:
+    """The precision is part of the plan: tf32x3 (as accurate as eager's fp32 GEMM, measured on
+    the H200), the FMA product where A is M-contiguous, and no TF32 talk for half precision."""
+    module = _module(tmp_path)
+
+    def precision(a, b):
+        return module._plan(a, b, None, False, False, False)[4]["PREC"]
+
+    a = torch.randn(8, 16)
+    b = torch.randn(16, 4)
+    assert precision(a, b) == "tf32x3"
+    assert precision(a.t().contiguous().t(), b) == "ieee"  # [8, 16] with strides (1, 8)
+    assert precision(a, b.t().contiguous().t()) == "tf32x3"  # B K-contiguous is fine
+    assert precision(a.half(), b.half()) == "ieee"  # unused: tensor cores take half as is
+    module._F32_PRECISION = "ieee"
+    assert precision(a, b) == "ieee"

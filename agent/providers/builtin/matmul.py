@@ -10,12 +10,14 @@ How the generated kernels work:
   so transposed (and other strided) inputs are read in place, never copied;
 - M and N edges wrap (`% M`) so loads need no mask; K edges are masked unless K is a multiple of
   BLOCK_K; the store is masked;
-- fp32 operands use `input_precision="ieee"` (eager's default: no TF32 unless
-  `torch.backends.cuda.matmul.allow_tf32` is set, which the wrapper honours); fp16/bf16 use the
-  tensor cores with fp32 accumulation;
-- tile sizes come from the shape (128x256x64 for big half-precision GEMMs on an H200, smaller
-  tiles for thin matrices); when the tiles cannot fill the GPU and K is long, K is split over
-  programs that write fp32 partials, summed in a fixed order by a second kernel (deterministic);
+- fp32 operands use `input_precision="tf32x3"` on the GPU: three TF32 tensor-core products per
+  step, as accurate as eager's fp32 GEMM on the suite's cases (measured against float64; plain
+  TF32 only when `torch.backends.cuda.matmul.allow_tf32` is set, which the wrapper honours, and
+  the FMA product where A is M-contiguous); fp16/bf16 use the tensor cores with fp32 accumulation;
+- tile sizes come from the shape and the SM count (one well-filled wave of the largest tile that
+  gives one, 256x128x64 for big half-precision GEMMs on an H200); when the tiles cannot fill the
+  GPU and K is long, K is split over programs that write fp32 partials, summed in a fixed order by
+  a second kernel (deterministic);
 - addmm's bias is read through a broadcast view (stride 0), scaled by beta (not read at all when
   beta == 0, as in eager) and added in the epilogue with alpha * (mat1 @ mat2);
 - in Triton's CPU interpreter tiles are small and widened to fp32 before `tl.dot` (the
@@ -137,8 +139,42 @@ def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_
     tl.store(c_ptr + batch * s_cb + m * s_cm + n * s_cn, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
 
+# Tile choice on the GPU (module constants: benchmarks/knob_sweep.py re-measures them; H200
+# numbers in docs/BENCHMARKS.md section 15). Tiles are (BLOCK_M, BLOCK_N, num_warps, num_stages);
+# BLOCK_K is at most _HALF_BLOCK_K (fp16/bf16), _F32_BLOCK_K (fp32) or 32 (fp64). Half precision:
+# - a problem of at least _HALF_MANY_WAVES waves of _HALF_BIG tiles takes those (the largest
+#   tile: the least operand traffic per flop, and the tail wave is a small part);
+# - else the largest of _HALF_ONE_WAVE whose tile count fills between _HALF_FILL of the SMs and
+#   all of them, in one wave (a 128x256 tile is swapped for 256x128 when B is K-contiguous, as an
+#   nn.Linear weight is): on the H200, [1024, 768] x [768, 768] takes 7.9 us on 96 tiles of 64x128
+#   and 9.4 on 48 of 128x128;
+# - else the first of _HALF_TILES that fills every SM, or the last (split over K when few tiles
+#   meet a long K).
+# fp32 picks from _F32_TILES the same way (one wave, else the first that fills every SM) and
+# multiplies with `tl.dot(input_precision=_F32_PRECISION)` unless allow_tf32 is set. "tf32x3"
+# is three TF32 tensor-core products per step (operands split into TF32 high and low parts):
+# on every fp32 case of the suite its largest error against float64 was below eager's fp32 GEMM, at
+# 1.1-4x eager's speed; "ieee" (the FMA product) stays where A is M-contiguous
+# (_F32_IEEE_A_COLUMN_MAJOR), which the tensor-core path loads slowly (2.4x slower on the H200).
+_HALF_TILES = ((128, 256, 8, 3), (128, 128, 8, 4), (64, 128, 4, 4), (64, 64, 4, 4))
+_HALF_BIG = (256, 128, 8, 3)
+_HALF_MANY_WAVES = 4
+_HALF_ONE_WAVE = ((128, 256, 8, 3), (128, 128, 4, 4), (64, 128, 4, 4), (64, 64, 4, 4))
+_HALF_FILL = 0.5
+_HALF_BLOCK_K = 64
+_GEMV_TILE = (16, 32, 128, 4, 4)  # M * batch <= 16: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)
+_F32_TILES = ((128, 128, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3))
+_F32_BLOCK_K = 64
+_F32_PRECISION = "tf32x3"
+_F32_IEEE_A_COLUMN_MAJOR = True
+
+
+def _tiles(M, N, batch, bm, bn):
+    return _cdiv(M, max(16, min(bm, _pow2(M)))) * _cdiv(N, max(16, min(bn, _pow2(N)))) * batch
+
+
 @functools.lru_cache(maxsize=4096)
-def _config(M, N, K, batch, dtype, device):
+def _config(M, N, K, batch, dtype, device, b_k_contiguous=False):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, splits) for this problem (cached: calls
     repeat the same shapes, and the wrapper's host time is part of every measured call)."""
     if _INTERPRET or device.type != "cuda":
@@ -151,7 +187,7 @@ def _config(M, N, K, batch, dtype, device):
     half = dtype in (torch.float16, torch.bfloat16)
     index = device.index if device.index is not None else torch.cuda.current_device()
     sms = _num_sms(index)
-    bk_max = 64 if half else 32
+    bk_max = _HALF_BLOCK_K if half else (_F32_BLOCK_K if dtype == torch.float32 else 32)
     bk = max(16, min(bk_max, _pow2(K)))
     if _CONSERVATIVE:
         return max(16, min(64, _pow2(M))), max(16, min(64, _pow2(N))), bk, 4, 3, 1
@@ -159,10 +195,17 @@ def _config(M, N, K, batch, dtype, device):
         # GEMV-like (decode): memory-bound on B; narrow N tiles give every SM a slice of B and
         # long K steps keep loads in flight; one launch (a split-K second launch costs more host
         # time than it saves on the GPU)
-        return 16, 32, max(16, min(128 if half else 64, _pow2(K))), 4, 4, 1
-    candidates = [(128, 256, 8, 3), (128, 128, 8, 4 if half else 3), (64, 128, 4, 4), (64, 64, 4, 4)]
-    if not half:
-        candidates = [(128, 128, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3)]
+        bm, bn, bk_gemv, warps, stages = _GEMV_TILE
+        return bm, bn, max(16, min(bk_gemv, _pow2(K))), warps, stages, 1
+    candidates = _HALF_TILES if half else _F32_TILES
+    big = _HALF_BIG
+    if half and _HALF_MANY_WAVES and _tiles(M, N, batch, big[0], big[1]) >= _HALF_MANY_WAVES * sms:
+        return max(16, min(big[0], _pow2(M))), max(16, min(big[1], _pow2(N))), bk, big[2], big[3], 1
+    for bm, bn, warps, stages in _HALF_ONE_WAVE if half else _F32_TILES:
+        if b_k_contiguous and (bm, bn) == (128, 256):
+            bm, bn = 256, 128
+        if _HALF_FILL * sms <= _tiles(M, N, batch, bm, bn) <= sms:
+            return max(16, min(bm, _pow2(M))), max(16, min(bn, _pow2(N))), bk, warps, stages, 1
     for bm, bn, warps, stages in candidates:
         bm = max(16, min(bm, _pow2(M)))
         bn = max(16, min(bn, _pow2(N)))
@@ -221,9 +264,13 @@ def _plan(a, b, bias, scale, has_bias, out_3d):
     device = a.device
     if a.dtype == torch.float32 and device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
         prec = "tf32"
+    elif a.dtype == torch.float32:
+        prec = _F32_PRECISION
+        if _F32_IEEE_A_COLUMN_MAJOR and sak != 1 and sam == 1 and M > 1:
+            prec = "ieee"
     else:
         prec = "ieee"
-    bm, bn, bk, warps, stages, splits = _config(M, N, K, B, a.dtype, device)
+    bm, bn, bk, warps, stages, splits = _config(M, N, K, B, a.dtype, device, sbk == 1 and N > 1)
     if a.dtype == torch.float64:
         splits = 1  # the split-K workspace is fp32
     k_per = _cdiv(_cdiv(max(K, 1), splits), bk) * bk
