@@ -111,6 +111,28 @@ MOVE_CASES: dict[str, list[str]] = {
     ],
 }
 
+# stack on a new last dim (the interleaving kernel): the suite's pattern scaled down (a permuted
+# view and a stride-2 slice), 2/3/4 inputs, mixed dtypes, bools, odd sizes, 0-d and empty inputs,
+# dim=-1 and dim=ndim, transposed inputs and six unmergeable dims
+# (more than the kernel takes: the piece kernel's path)
+STACK_LAST_CASES = [
+    "(([T([4, 3, 16, 8], f16, [384, 8, 24, 1]), T([4, 3, 16, 8], f16, [2448, 16, 144, 2])], -1), {})",
+    "(([T([3, 5, 7], f16), T([3, 5, 7], f16, [1, 3, 15]), T([3, 5, 7], f16)], 3), {})",
+    "(([T([2, 9, 5], bf16), T([2, 9, 5], bf16), T([2, 9, 5], bf16), T([2, 9, 5], bf16)], -1), {})",
+    "(([T([7, 33], f32), T([7, 33], f32, [1, 7])], -1), {})",
+    "(([T([5, 7], f32), T([5, 7], f16), T([5, 7], bf16)], 2), {})",
+    "(([T([6, 5], f16), T([6, 5], bf16)], -1), {})",
+    "(([T([5, 7], b8), T([5, 7], b8), T([5, 7], i64), T([5, 7], f32, [1, 5])], -1), {})",
+    "(([T([3, 11], i64), T([3, 11], i64, [1, 3])], -1), {})",
+    "(([T([9, 3], b8), T([9, 3], b8)], -1), {})",
+    "(([T([13], i64), T([13], b8), T([13], f16)], 1), {})",
+    "(([T([], f32), T([], f32)], 0), {})",
+    "(([T([], f16), T([], i64), T([], b8), T([], f16)], -1), {})",
+    "(([T([0, 3], f32), T([0, 3], f32)], 2), {})",
+    "(([T([3, 1, 5], f16), T([3, 1, 5], f16, [5, 99, 1])], -1), {})",
+    "(([T([2, 3, 2, 3, 2, 3], f32, [1, 2, 6, 12, 36, 72]), T([2, 3, 2, 3, 2, 3], f32)], 6), {})",
+]
+
 # Which argument is the index, and the size of the dim it indexes into.
 _INDEX_OF = {"embedding": 1, "index_select": 2, "gather": 2}
 
@@ -168,6 +190,70 @@ def test_data_movement_matches_eager_with_valid_indices(op: str) -> None:
     assert problems == []
 
 
+@pytest.mark.parametrize("switch", [4, 0])
+def test_stack_on_a_new_last_dim_matches_eager_with_the_interleaving_switch_on_and_off(
+    switch: int,
+) -> None:
+    op = "stack.default"
+    cases = [parse_case(c) for c in STACK_LAST_CASES]
+    text = _write(gather, op, cases)
+    assert "_STACK_INTERLEAVE_MAX = 4\n" in text
+    text = text.replace("_STACK_INTERLEAVE_MAX = 4\n", f"_STACK_INTERLEAVE_MAX = {switch}\n")
+    assert run_generated(op, text, cases) == []
+
+
+@pytest.mark.parametrize("block", [2, 64, 4096])
+def test_stack_interleaving_matches_eager_at_every_block_size(block: int) -> None:
+    """Tiles narrower than a row, a row exactly, and many rows (masked row and column tails)."""
+    op = "stack.default"
+    cases = [parse_case(c) for c in STACK_LAST_CASES[:8]]
+    text = _write(gather, op, cases)
+    text = text.replace("_STACK_BLOCK = 1024 ", f"_STACK_BLOCK = {block} ")
+    assert f"_STACK_BLOCK = {block} " in text
+    assert run_generated(op, text, cases) == []
+
+
+@pytest.mark.parametrize("switch", [4, 0])
+def test_stack_on_a_new_last_dim_is_one_interleaving_launch(switch: int) -> None:
+    """2..4 inputs stacked on a new last dim (strided, or broadcast with stride 0) take
+    `_stack_last` once and the piece kernel not at all; with the switch at 0 the piece kernel;
+    with six dims it cannot merge, the pieces' plan."""
+    import tempfile
+    from pathlib import Path
+
+    from builtin_support import load_kernel
+
+    op = "stack.default"
+    cases = [parse_case(c) for c in STACK_LAST_CASES]
+    expected = ["last"] if switch else ["pieces"]
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(gather, op, cases), Path(tmp))
+        module = sys.modules[kernel.__module__]
+        module._STACK_INTERLEAVE_MAX = switch
+        calls = []
+        last, pieces = module._stack_last, module._launch_pieces
+
+        class Spy:
+            def __getitem__(self, grid):
+                calls.append("last")
+                return last[grid]
+
+        module._stack_last = Spy()
+        module._launch_pieces = lambda *a: (calls.append("pieces"), pieces(*a))[1]
+        xs = [torch.randn(4, 6, 16)[:, :, ::2] for _ in range(3)]
+        assert torch.equal(kernel(xs, -1), torch.stack(xs, -1))
+        assert calls == expected
+        del calls[:]
+        # a broadcast input (stride 0) is read through its strides too
+        zs = [torch.randn(1, 11).expand(3, 11), torch.randn(3, 11)]
+        assert torch.equal(kernel(zs, -1), torch.stack(zs, -1))
+        assert calls == expected
+        del calls[:]
+        ys = [torch.randn(2, 3, 2, 3, 2, 3).permute(5, 4, 3, 2, 1, 0) for _ in range(2)]
+        assert torch.equal(kernel(ys, -1), torch.stack(ys, -1))
+        assert "last" not in calls  # the pieces' plan (its fallback copy here)
+
+
 def test_cat_copies_every_input_in_one_launch() -> None:
     """Two inputs of a cat share one launch of the piece kernel (host time is per launch)."""
     op = "cat.default"
@@ -211,5 +297,14 @@ def test_cat_and_stack_compile_for_an_sm90_gpu() -> None:
     for op in ("cat.default", "stack.default"):
         # cases with an empty output launch nothing
         cases = [parse_case(c) for c in MOVE_CASES[op] if "T([0, 3]" not in c]
+        if op == "stack.default":
+            # the suite's case (the interleaving kernel at its size) and the kernel's other paths
+            cases += [parse_case(c) for c in STACK_LAST_CASES if "T([0, 3]" not in c]
+            cases.append(
+                parse_case(
+                    "(([T([32, 3, 256, 32], f16, [24576, 32, 96, 1]), "
+                    "T([32, 3, 256, 32], f16, [148032, 64, 576, 2])], -1), {})"
+                )
+            )
         batch.append((op, _write(gather, op, cases), cases))
     assert_compiles_for_sm90(batch)
