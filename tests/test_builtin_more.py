@@ -19,7 +19,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from builtin_support import assert_compiles_for_sm90, load_kernel, materialize_case, run_generated
+from builtin_support import (
+    assert_compiles_for_sm90,
+    compare,
+    load_kernel,
+    materialize_case,
+    run_generated,
+)
 
 from agent.providers.builtin import codegen
 from agent.providers.builtin.request import KernelRequest
@@ -410,3 +416,168 @@ def test_group_norm_rounds_its_statistics_where_cuda_eager_does() -> None:
     want = (x.float() * a[:, :, None, None] + shift[:, :, None, None]).half()
     torch.testing.assert_close(out, want, atol=2e-3, rtol=2e-3)
     assert mean.dtype == torch.float16 and rstd.dtype == torch.float16
+
+
+# ---- histc: the one-program path (small inputs) and the atomic path, against eager
+
+HISTC_RANGES = [(1, 0, 7), (7, -2, 5), (8, 0, 7), (100, -1, 1), (8, 0, 0), (3, 2, 2)]
+HISTC_SIZES = [0, 1, 7, 333, 2050]
+HISTC_PATHS = {  # module constants of the generated file for each path
+    "one_program": {},
+    "one_program_several_blocks": {"_HISTC_ONE_PROGRAM_BLOCK": 64},
+    "atomic": {"_HISTC_ONE_PROGRAM_MAX": 0},
+}
+
+
+def _histc_int_reference(x: torch.Tensor, bins: int, lo: int, hi: int) -> torch.Tensor:
+    """CUDA eager's integer histc (CPU eager has no integer kernel): bin = (x - min) * bins //
+    (max - min), the top edge in the last bin, values outside [min, max] ignored, and the range
+    from the data (widened by one when all values are equal) when min == max."""
+    v = x.long()
+    if lo == hi and v.numel():
+        lo, hi = int(v.min()), int(v.max())
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    inside = (v >= lo) & (v <= hi)
+    bin_ = ((v - lo) * bins) // (hi - lo)
+    bin_ = torch.where(bin_ == bins, bins - 1, bin_)
+    return torch.bincount(bin_[inside], minlength=bins).to(x.dtype)
+
+
+def _histc_inputs(dtype: torch.dtype, n: int, lo: float, hi: float, gen: torch.Generator):
+    """Random values (some outside the range), one exactly at each edge when n allows; a second,
+    all-equal tensor for the min == max ranges (the data range is then widened by one)."""
+    if dtype.is_floating_point:
+        x = (torch.randn(n, generator=gen, dtype=torch.float64) * 2).to(dtype)
+    else:
+        x = torch.randint(-4, 12, (n,), generator=gen).to(dtype)
+    if n >= 2 and lo != hi:
+        x[0], x[-1] = hi, lo
+    inputs = [x]
+    if lo == hi and n:
+        inputs.append(torch.full((n,), 3, dtype=dtype))
+    return inputs
+
+
+def _bf16_bins(x: torch.Tensor, bins: int, lo: float, hi: float, truncate: bool) -> torch.Tensor:
+    """The kernel's bf16 bin steps (each rounded to bf16) with round-to-nearest casts (the GPU's
+    and eager's) or truncating ones (Triton's CPU interpreter)."""
+
+    def cast(t: torch.Tensor) -> torch.Tensor:
+        if truncate:
+            return (t.float().view(torch.int32) & -65536).view(torch.float32)
+        return t.float().to(torch.bfloat16).float()
+
+    v = x.float()
+    a, b = float(lo), float(hi)
+    if a == b and v.numel():
+        a, b = float(v.min()), float(v.max())
+    if a == b:
+        a, b = a - 1, b + 1
+    q = cast(cast(cast(v - a) * bins) / cast(torch.tensor(b - a))).long()
+    return torch.where(q == bins, bins - 1, q)
+
+
+def _without_bf16_cast_artifacts(x: torch.Tensor, bins: int, lo: float, hi: float):
+    """x less the elements whose bin the interpreter's truncating fp32->bf16 casts change (they
+    would differ from eager on the CPU only); repeated while that moves a data-derived range."""
+    for _ in range(8):
+        keep = _bf16_bins(x, bins, lo, hi, True) == _bf16_bins(x, bins, lo, hi, False)
+        if bool(keep.all()) or not x.numel():
+            break
+        x = x[keep]
+    return x
+
+
+@pytest.mark.parametrize("path", sorted(HISTC_PATHS))
+@pytest.mark.parametrize(
+    "dtype", [torch.int32, torch.int64, torch.float32, torch.float64, torch.float16, torch.bfloat16]
+)
+def test_histc_matches_eager_on_each_path(path: str, dtype: torch.dtype) -> None:
+    op = "histc.default"
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(op, [parse_case(CASES[op][0])]), Path(tmp))
+        module = importlib.import_module(kernel.__module__)
+        for name, value in HISTC_PATHS[path].items():
+            setattr(module, name, value)
+        gen = torch.Generator().manual_seed(0)
+        problems = []
+        for n in HISTC_SIZES:
+            if dtype == torch.bfloat16 and n > 333:
+                continue  # CPU eager adds bf16 counts in bf16: past 256 they stop growing
+            for bins, lo, hi in HISTC_RANGES:
+                for x in _histc_inputs(dtype, n, lo, hi, gen):
+                    if dtype == torch.bfloat16:
+                        x = _without_bf16_cast_artifacts(x, bins, lo, hi)
+                    if dtype.is_floating_point:
+                        want = torch.histc(x, bins, lo, hi)
+                    else:
+                        want = _histc_int_reference(x, bins, lo, hi)
+                    label = f"n={n} bins={bins} range=({lo}, {hi}) first={x[:1].tolist()}"
+                    got = kernel(x, bins, lo, hi)
+                    problems += [f"{label}: {p}" for p in compare("output", got, want)]
+    assert problems == []
+
+
+def test_histc_small_input_takes_one_launch() -> None:
+    """Small inputs, even with the range from the data and a 16-bit output, launch only the
+    one-program kernel: no zero fill, range pass, atomic pass or cast."""
+    op = "histc.default"
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(op, [parse_case(CASES[op][0])]), Path(tmp))
+        module = importlib.import_module(kernel.__module__)
+        for name in ("_range_kernel", "_histc_kernel", "_cast_kernel"):
+            setattr(module, name, None)  # calling any of them would raise
+        x = torch.randn(2049, generator=torch.Generator().manual_seed(0)).half()
+        assert compare("output", kernel(x, 8, 0, 0), torch.histc(x, 8, 0, 0)) == []
+
+
+def test_histc_one_program_path_matches_the_atomic_path_exactly() -> None:
+    """Both paths share the bin arithmetic; the counts (and their rounding to the output dtype,
+    here bf16 counts past 256) must agree to the bit, whatever eager's tolerance allows."""
+    op = "histc.default"
+    gen = torch.Generator().manual_seed(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(op, [parse_case(CASES[op][0])]), Path(tmp))
+        module = importlib.import_module(kernel.__module__)
+        for dtype in (torch.bfloat16, torch.float16, torch.int32):
+            x = (torch.randn(5001, generator=gen) * 3).to(dtype)
+            for bins, lo, hi in [(3, -1, 2), (256, -4, 4), (8, 0, 0)]:
+                module._HISTC_ONE_PROGRAM_MAX = 8192
+                one = kernel(x, bins, lo, hi)
+                module._HISTC_ONE_PROGRAM_MAX = 0
+                atomic = kernel(x, bins, lo, hi)
+                assert torch.equal(one, atomic), (dtype, bins, lo, hi)
+
+
+def test_histc_integer_ranges_past_int32_keep_64_bit_bins() -> None:
+    """Ranges whose (max - min) * bins overflows int32 take the 64-bit bin arithmetic."""
+    op = "histc.default"
+    x = torch.tensor([-(2**40), -5, 0, 3, 2**33, 2**40, 2**41], dtype=torch.int64)
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(op, [parse_case(CASES[op][0])]), Path(tmp))
+        for bins, lo, hi in [(8, -(2**40), 2**40), (7, 0, 2**31 - 1), (3, -(2**31), 2**30)]:
+            want = _histc_int_reference(x, bins, lo, hi)
+            assert torch.equal(kernel(x, bins, lo, hi), want), (bins, lo, hi)
+            x32 = x.clamp(-(2**31), 2**31 - 1).int()
+            assert torch.equal(kernel(x32, bins, lo, hi), _histc_int_reference(x32, bins, lo, hi))
+
+
+@pytest.mark.slow
+def test_histc_kernels_compile_for_an_sm90_gpu() -> None:
+    """GPU sizes of every histc path: the suite's int32 case, the range from the data, one bin,
+    256 bins (one program), and an input past `_HISTC_ONE_PROGRAM_MAX` (atomic path)."""
+    op = "histc.default"
+    cases = [
+        parse_case(c)
+        for c in [
+            "((T([2048], i32), 8, 0, 7), {})",
+            "((T([5000], bf16), 100, 0, 0), {})",
+            "((T([3001], f64), 1, -1, 1), {})",
+            "((T([4099], i64), 256, -8, 8), {})",
+            "((T([2048], f16), 8, 0, 0), {})",
+            "((T([70000], f32), 8, 0, 0), {})",
+            "((T([70001], i32), 5, 0, 0), {})",
+        ]
+    ]
+    assert_compiles_for_sm90([(op, _write(op, cases), cases)])
