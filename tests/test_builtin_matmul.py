@@ -133,7 +133,8 @@ GPU_TILES = [
     ((1024, 768, 768, 1, torch.float16, False), (64, 128, 64, 4, 4, 1)),
     ((512, 768, 768, 1, torch.float16, True), (64, 64, 64, 4, 4, 1)),
     ((6304, 768, 768, 1, torch.bfloat16, True), (128, 256, 64, 8, 3, 1)),  # no one-wave fit
-    ((1, 4096, 14336, 1, torch.bfloat16, True), (16, 32, 128, 4, 4, 1)),  # GEMV
+    ((1, 14336, 4096, 1, torch.bfloat16, True), (16, 128, 128, 4, 4, 1)),  # GEMV: 112 programs
+    ((1, 4096, 4096, 1, torch.bfloat16, True), (16, 32, 128, 4, 4, 1)),  # narrower: 128 programs
     ((128, 64, 128, 96, torch.float32, False), (128, 64, 64, 8, 3, 1)),
     ((512, 512, 512, 16, torch.float64, False), (128, 128, 32, 8, 3, 1)),  # fp64: BLOCK_K 32
 ]  # fmt: skip
