@@ -231,17 +231,37 @@ def _pieces_kernel_source(num: int) -> str:
 _PIECE_COPY = '''
 
 @triton.jit
-def _piece_copy(x_ptr, out_ptr, t, R1, R2, C, S0, S1, S2, SC, D0, D1, D2, DC, ROWS, NCB,
-                BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr):
-    """Tile t of one piece: out[r0*D0 + r1*D1 + r2*D2 + c*DC] = x[r0*S0 + r1*S1 + r2*S2 + c*SC]
-    over rows (r0, r1, r2) and C columns, cast to the output's dtype."""
+def _to_out_dtype(v, out_ptr):
+    """v cast to out_ptr's element type as eager casts (bools as != 0; halves through fp32: the
+    interpreter converts bf16 wrongly otherwise)."""
+    if v.dtype != out_ptr.dtype.element_ty:
+        if out_ptr.dtype.element_ty == tl.int1:
+            v = v != 0
+        else:
+            if v.dtype == tl.float16 or v.dtype == tl.bfloat16:
+                v = v.to(tl.float32)
+            v = v.to(out_ptr.dtype.element_ty)
+    return v
+
+
+@triton.jit
+def _tile_rows_cols(t, NCB, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr):
+    """(column block, row indices, column indices) of tile t of a grid of row blocks x NCB
+    column blocks (int64 with IDX64)."""
     rb = t // NCB
     cb = t - rb * NCB
     if IDX64:
         rb = rb.to(tl.int64)
         cb = cb.to(tl.int64)
-    rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = cb * BLOCK_C + tl.arange(0, BLOCK_C)
+    return cb, rb * BLOCK_R + tl.arange(0, BLOCK_R), cb * BLOCK_C + tl.arange(0, BLOCK_C)
+
+
+@triton.jit
+def _piece_copy(x_ptr, out_ptr, t, R1, R2, C, S0, S1, S2, SC, D0, D1, D2, DC, ROWS, NCB,
+                BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, IDX64: tl.constexpr):
+    """Tile t of one piece: out[r0*D0 + r1*D1 + r2*D2 + c*DC] = x[r0*S0 + r1*S1 + r2*S2 + c*SC]
+    over rows (r0, r1, r2) and C columns, cast to the output's dtype."""
+    _, rows, cols = _tile_rows_cols(t, NCB, BLOCK_R, BLOCK_C, IDX64)
     r2 = rows % R2
     q = rows // R2
     r1 = q % R1
@@ -249,14 +269,7 @@ def _piece_copy(x_ptr, out_ptr, t, R1, R2, C, S0, S1, S2, SC, D0, D1, D2, DC, RO
     src = r0 * S0 + r1 * S1 + r2 * S2
     dst = r0 * D0 + r1 * D1 + r2 * D2
     m = (rows < ROWS)[:, None] & (cols < C)[None, :]
-    v = tl.load(x_ptr + (src[:, None] + cols[None, :] * SC), mask=m)
-    if v.dtype != out_ptr.dtype.element_ty:
-        if out_ptr.dtype.element_ty == tl.int1:
-            v = v != 0
-        else:
-            if v.dtype == tl.float16 or v.dtype == tl.bfloat16:
-                v = v.to(tl.float32)  # the interpreter converts bf16 wrongly otherwise
-            v = v.to(out_ptr.dtype.element_ty)
+    v = _to_out_dtype(tl.load(x_ptr + (src[:, None] + cols[None, :] * SC), mask=m), out_ptr)
     tl.store(out_ptr + (dst[:, None] + cols[None, :] * DC), v, mask=m)
 
 '''

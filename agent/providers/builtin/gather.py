@@ -268,18 +268,9 @@ _STACK_WARPS = 4
 
 @triton.jit
 def _stack_load(x_ptr, out_ptr, r0, r1, r2, r3, cols, S0, S1, S2, S3, SC, m):
-    """A [rows, cols] tile of one input, cast to the output's dtype (halves through fp32: the
-    interpreter converts bf16 wrongly otherwise; bools as != 0, as eager casts)."""
+    """A [rows, cols] tile of one input, cast to the output's dtype."""
     src = r0 * S0 + r1 * S1 + r2 * S2 + r3 * S3
-    v = tl.load(x_ptr + (src[:, None] + cols[None, :] * SC), mask=m)
-    if v.dtype != out_ptr.dtype.element_ty:
-        if out_ptr.dtype.element_ty == tl.int1:
-            v = v != 0
-        else:
-            if v.dtype == tl.float16 or v.dtype == tl.bfloat16:
-                v = v.to(tl.float32)
-            v = v.to(out_ptr.dtype.element_ty)
-    return v
+    return _to_out_dtype(tl.load(x_ptr + (src[:, None] + cols[None, :] * SC), mask=m), out_ptr)
 
 
 @triton.jit
@@ -293,14 +284,7 @@ def _stack_last(out_ptr, x0, x1, x2, x3, ROWS, C, CN, R1, R2, R3, NCB,
     (coalesced along the columns) and interleaves them in registers (join + reshape), so it
     writes one contiguous, vectorized span of the output instead of N stride-N stores from
     different programs into the same sectors."""
-    pid = tl.program_id(0)
-    rb = pid // NCB
-    cb = pid - rb * NCB
-    if IDX64:
-        rb = rb.to(tl.int64)
-        cb = cb.to(tl.int64)
-    rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = cb * BLOCK_C + tl.arange(0, BLOCK_C)
+    cb, rows, cols = _tile_rows_cols(tl.program_id(0), NCB, BLOCK_R, BLOCK_C, IDX64)
     r3 = rows % R3
     q = rows // R3
     r2 = q % R2
