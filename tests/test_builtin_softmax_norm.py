@@ -224,14 +224,16 @@ def _uses_flat_rows(text: str, case_text: str) -> bool:
     return "FLAT" in _plan_constexprs(text, case_text)
 
 
-@pytest.mark.parametrize("flat", [True, False])
+# The flat-row kernel's switches: off (`_rows_kernel`), the default, exp again divided by the sum
+# (no reciprocal).
+FLAT_KNOBS = [dict(_FLAT_ROWS_TILE=0), {}, dict(_FLAT_RECIP=False)]
+
+
+@pytest.mark.parametrize("knobs", range(len(FLAT_KNOBS)))
 @pytest.mark.parametrize("op", sorted(FLAT_ROW_CASES))
-def test_softmax_family_short_unaligned_rows_match_eager(op: str, flat: bool) -> None:
-    """With the flat-row kernel on (the default) and off (`_rows_kernel`)."""
+def test_softmax_family_short_unaligned_rows_match_eager(op: str, knobs: int) -> None:
     cases = [parse_case(c) for c in FLAT_ROW_CASES[op]]
-    text = _write(softmax, op, cases)
-    if not flat:
-        text = _with_constants(text, _FLAT_ROWS_TILE=0)
+    text = _with_constants(_write(softmax, op, cases), **FLAT_KNOBS[knobs])
     assert run_generated(op, text, cases) == []
 
 
@@ -401,7 +403,7 @@ def test_softmax_flat_row_kernel_compiles_for_an_sm90_gpu() -> None:
     for op, texts in FLAT_ROW_CASES.items():
         cases = [parse_case(t) for t in texts]
         text = _write(softmax, op, cases)
-        batch += [(op, text, cases), (op, _with_constants(text, _FLAT_ROWS_TILE=0), cases)]
+        batch += [(op, _with_constants(text, **knobs), cases) for knobs in FLAT_KNOBS]
     assert_compiles_for_sm90(batch)
 
 
