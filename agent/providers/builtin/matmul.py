@@ -173,8 +173,14 @@ _F32_PRECISION = "tf32x3"
 _F32_IEEE_A_COLUMN_MAJOR = True
 
 
+def _fit(M, N, bm, bn):
+    """The tile shrunk to the problem (powers of two, at least 16: tl.dot's minimum)."""
+    return max(16, min(bm, _pow2(M))), max(16, min(bn, _pow2(N)))
+
+
 def _tiles(M, N, batch, bm, bn):
-    return _cdiv(M, max(16, min(bm, _pow2(M)))) * _cdiv(N, max(16, min(bn, _pow2(N)))) * batch
+    bm, bn = _fit(M, N, bm, bn)
+    return _cdiv(M, bm) * _cdiv(N, bn) * batch
 
 
 @functools.lru_cache(maxsize=4096)
@@ -206,22 +212,18 @@ def _config(M, N, K, batch, dtype, device, b_k_contiguous=False):
     candidates = _HALF_TILES if half else _F32_TILES
     big = _HALF_BIG
     if half and _HALF_MANY_WAVES and _tiles(M, N, batch, big[0], big[1]) >= _HALF_MANY_WAVES * sms:
-        return max(16, min(big[0], _pow2(M))), max(16, min(big[1], _pow2(N))), bk, big[2], big[3], 1
+        return *_fit(M, N, big[0], big[1]), bk, big[2], big[3], 1
     for bm, bn, warps, stages in _HALF_ONE_WAVE if half else _F32_TILES:
         if b_k_contiguous and (bm, bn) == (128, 256):
             bm, bn = 256, 128
         if _HALF_FILL * sms <= _tiles(M, N, batch, bm, bn) <= sms:
-            return max(16, min(bm, _pow2(M))), max(16, min(bn, _pow2(N))), bk, warps, stages, 1
+            return *_fit(M, N, bm, bn), bk, warps, stages, 1
     for bm, bn, warps, stages in candidates:
-        bm = max(16, min(bm, _pow2(M)))
-        bn = max(16, min(bn, _pow2(N)))
-        tiles = _cdiv(M, bm) * _cdiv(N, bn) * batch
-        if tiles >= sms:
-            return bm, bn, bk, warps, stages, 1
+        if _tiles(M, N, batch, bm, bn) >= sms:
+            return *_fit(M, N, bm, bn), bk, warps, stages, 1
     bm, bn, warps, stages = candidates[-1]
-    bm = max(16, min(bm, _pow2(M)))
-    bn = max(16, min(bn, _pow2(N)))
-    tiles = _cdiv(M, bm) * _cdiv(N, bn) * batch
+    tiles = _tiles(M, N, batch, bm, bn)
+    bm, bn = _fit(M, N, bm, bn)
     splits = 1
     if tiles * 2 <= sms and K >= 1024:  # a second launch only pays for long K on an idle GPU
         splits = max(1, min(_cdiv(sms, tiles), K // (4 * bk), 16))
