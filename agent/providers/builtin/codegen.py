@@ -9,6 +9,8 @@ and launches `@triton.jit` kernels. The helpers here produce the parts every fil
 - `DTYPE_SOURCE`: `_TL_DTYPE` (torch -> triton dtypes) and `_compute_dtype` (f16/bf16 widen to
   f32: needed for accuracy and because Triton's CPU interpreter computes bf16 wrongly otherwise);
 - `OFFSETS_SOURCE`: program offsets in int64 when sizes may pass 2**31 (`IDX64` constexpr);
+- `PDL_SOURCE`: `_pdl_ok(device)`, `_pdl_launch(pdl)` and `_pdl_enter(WAIT, TRIGGER)`, programmatic dependent
+  launches for files that launch several kernels per call;
 - `launch_config_source`: `_launch_config(n, device) -> (BLOCK, num_warps)`, the one place where
   block sizes are chosen;
 - `FAST_LAUNCH_SOURCE` / `fast_launch_section`: after a kernel's first launch with a given
@@ -166,6 +168,35 @@ else:
     offs = pid * BLOCK + tl.arange(0, BLOCK)
 mask = offs < n
 """
+
+# Programmatic dependent launch (sm_90+), for ops that launch kernels one after another: the
+# later kernel takes a `PDL_WAIT` constexpr, is launched with `**_pdl_launch(flag)` and calls
+# `_pdl_enter(PDL_WAIT, ...)` first, before it touches memory; the earlier one calls
+# `_pdl_enter(False, PDL_NEXT)` so that the next launch starts while its last programs run. H200, layer norm backward's column-sum launch: ~1 us less
+# on the small cases (docs/BENCHMARKS.md §16). The file must define `_INTERPRET`.
+PDL_SOURCE = '''\
+def _pdl_ok(device):
+    """Programmatic dependent launches: CUDA devices of compute capability 9.0 and up."""
+    return (not _INTERPRET and device.type == "cuda"
+            and torch.cuda.get_device_capability(device)[0] >= 9)
+
+
+def _pdl_launch(pdl):
+    """Launch keywords of a kernel that may be a programmatic dependent: the launch option, and
+    its PDL_WAIT constexpr (a kernel without that parameter cannot be launched this way, and one
+    launched this way waits: `_pdl_enter(PDL_WAIT, ...)` is its first statement)."""
+    return {"launch_pdl": True, "PDL_WAIT": True} if pdl else {"PDL_WAIT": False}
+
+
+@triton.jit
+def _pdl_enter(WAIT: tl.constexpr, TRIGGER: tl.constexpr):
+    """WAIT (this grid was launched as a dependent): block until the grid before it has
+    finished and its writes are visible. TRIGGER: the next dependent launch may start now."""
+    if WAIT:
+        tl.extra.cuda.gdc_wait()
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
+'''
 
 # Block-size policy per variant: (fixed BLOCK or None, num_warps for a fixed BLOCK).
 _FIXED_BLOCKS: dict[int, tuple[int, int] | None] = {0: None, 1: None, 2: (256, 4)}

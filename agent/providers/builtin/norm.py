@@ -217,10 +217,13 @@ _LN_BWD = '''
 def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP,
             HAS_W: tl.constexpr, WANT_DX: tl.constexpr, WANT_DW: tl.constexpr,
             WANT_DB: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
-            STAGES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+            STAGES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+            PDL_NEXT: tl.constexpr):
     """Rows [p*RPP, (p+1)*RPP): grad_input, and this program's column sums of g*xhat and g:
     rows p and P + p of the [2P, N] fp32 workspace (P programs; each element written once, so
-    the second kernel sums them in a fixed order: no atomics, no read-after-write races)."""
+    the second kernel sums them in a fixed order: no atomics, no read-after-write races).
+    PDL_NEXT: the column-sum launch may start now (it waits for this grid's results itself)."""
+    _pdl_enter(False, PDL_NEXT)
     p = tl.program_id(0).to(tl.int64)
     row_start = p * RPP
     row_end = tl.minimum(row_start + RPP, M)
@@ -318,8 +321,12 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP
 
 @triton.jit
 def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
-            ACC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    """grad_weight and grad_bias for BLOCK_N columns: the P partial rows of each, in order."""
+            ACC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+            PDL_WAIT: tl.constexpr):
+    """grad_weight and grad_bias for BLOCK_N columns: the P partial rows of each, in order.
+    PDL_WAIT (a programmatic dependent launch): launched while the row kernel still runs, it
+    waits here until that grid has finished and its partial rows are visible."""
+    _pdl_enter(PDL_WAIT, False)
     cols = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     acc_w = tl.zeros([BLOCK_P, BLOCK_N], ACC)
@@ -348,6 +355,10 @@ _LNB_WARPS = 4  # warps of the row kernel (0: by the step's elements; H200 bf16:
 _LNB_PROGRAMS_PER_SM = 2  # row-kernel programs per SM: each writes one partial row to reduce
 _LNB_SUM_COLS = 16  # columns per program of the partial-row reduction
 _LNB_SUM_ROWS = 512  # partial rows per loop step of that reduction (all of them when fewer)
+# the reduction as a programmatic dependent launch (sm_90+): its launch overlaps the row
+# kernel's last programs instead of following the row kernel's exit (H200: [8,512,128] f32
+# 12.4 -> 11.2 us, [8,128,128] 9.7 -> 8.8; the large cases unchanged)
+_LNB_PDL = True
 
 _BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
 
@@ -388,9 +399,10 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     nothing = N == 0 or not (want_dx or want_dw or want_db)
     sums = (want_dw or want_db) and not nothing
     rows_launch = _ln_bwd[(programs,)] if M > 0 and not nothing else None
+    pdl = bool(sums and _LNB_PDL and _pdl_ok(device))
     rows_consts = dict(HAS_W=has_w, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db, ACC=acc,
                        ONE_PASS=one_pass, STAGES=1 if small else _LNB_STAGES, BLOCK_M=block_m,
-                       BLOCK_N=block_n,
+                       BLOCK_N=block_n, PDL_NEXT=pdl,
                        num_warps=_LNB_WARPS if _LNB_WARPS and not small else _warps(block_m * block_n))
     parts = programs if M > 0 else 0  # M == 0: the sums are zeros
     # one loop step over all partial rows where they fit: the loads of a step are all in flight
@@ -415,7 +427,7 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
                         M, N, rpp, **rows_consts)
         if sum_launch is not None:
             sum_launch(part, part if dw is None else dw, part if db is None else db, parts, N,
-                       **sum_consts)
+                       **sum_consts, **_pdl_launch(pdl))
         return dx, dw, db
 
     return run
@@ -428,9 +440,10 @@ _BN = '''
 @triton.jit
 def _bn_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW, NB_PER, J_PER, SJ, S,
                  BACKWARD: tl.constexpr, ACC: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_J: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_J: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Per (channel, slice): forward -> sums of x-x0 and (x-x0)^2 (x0 = the channel's first
-    element); backward -> sums of g and g*(x-mean)."""
+    element); backward -> sums of g and g*(x-mean). PDL_NEXT: the channel launch may start now."""
+    _pdl_enter(False, PDL_NEXT)
     c = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     n_start = (s // SJ).to(tl.int64) * NB_PER
@@ -471,12 +484,15 @@ def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_pt
                 MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                 UPDATE: tl.constexpr, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
                 ACC: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr,
-                SAVE_EVAL: tl.constexpr):
+                SAVE_EVAL: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Per channel: MODE 0 train forward, 1 eval forward, 2 train backward, 3 eval backward.
     SAVE_EVAL (MODE 1): also write the running mean and its invstd as the saved statistics.
+    PDL_WAIT: launched as a dependent of the partial sums; PDL_NEXT: the elementwise launch may
+    start now.
 
     Writes the coefficients of the elementwise pass: forward y = x*A + B; backward
     dx = g*A + (x - M)*B + Cc."""
+    _pdl_enter(PDL_WAIT, PDL_NEXT)
     c = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     ok = c < C
     w = tl.full([BLOCK_C], 1.0, ACC)
@@ -543,8 +559,10 @@ def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_pt
 @triton.jit
 def _bn_apply(x_ptr, g_ptr, out_ptr, ca_ptr, cb_ptr, cc_ptr, cm_ptr, ROWS, C, HW,
               BACKWARD: tl.constexpr, ACC: tl.constexpr,
-              BLOCK_R: tl.constexpr, BLOCK_J: tl.constexpr):
-    """Tile [BLOCK_R (n, c) rows, BLOCK_J spatial]: y = x*A + B, or dx = g*A + (x-M)*B + Cc."""
+              BLOCK_R: tl.constexpr, BLOCK_J: tl.constexpr, PDL_WAIT: tl.constexpr):
+    """Tile [BLOCK_R (n, c) rows, BLOCK_J spatial]: y = x*A + B, or dx = g*A + (x-M)*B + Cc.
+    PDL_WAIT: launched as a dependent of the channel kernel, whose coefficients it waits for."""
+    _pdl_enter(PDL_WAIT, False)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     j = tl.program_id(1).to(tl.int64) * BLOCK_J + tl.arange(0, BLOCK_J)
     row_ok = rows < ROWS
@@ -590,15 +608,22 @@ def _bn_plan(x, N, C, HW):
     return sn * sj, nb_per, j_per, sj, block_n, block_j
 
 
-def _bn_apply_launch(x, g, out, coefs, N, C, HW, backward, acc):
+def _bn_apply_launch(x, g, out, coefs, N, C, HW, backward, acc, pdl):
+    """The elementwise pass; pdl: launched as a dependent of the channel kernel."""
     small = _INTERPRET or _CONSERVATIVE
     block_j = max(2, min(_pow2(HW), 256 if small else 1024))
     block_r = max(1, min(_pow2(N * C), (1024 if small else 4096) // block_j))
     _bn_apply[(_cdiv(N * C, block_r), _cdiv(HW, block_j))](
         x, g, out, *coefs, N * C, C, HW, BACKWARD=backward, ACC=acc,
-        BLOCK_R=block_r, BLOCK_J=block_j, num_warps=_warps(block_r * block_j))
+        BLOCK_R=block_r, BLOCK_J=block_j, num_warps=_warps(block_r * block_j),
+        **_pdl_launch(pdl))
 
 
+# Programmatic dependent launches (sm_90+): 0 none, 1 the channel kernel after the partial sums,
+# 2 also the elementwise pass after the channel kernel. Off: on the H200 level 2 cost eval-mode
+# [32,128,28,28] f16 9.3 -> 19.6 us (and gave [16,128,32,32] 8.3 -> 7.3); level 1 is unmeasured
+# outside host-bound cases (docs/BENCHMARKS.md §16)
+_BN_PDL = 0
 _EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
 
 
@@ -632,12 +657,13 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         return out, save_mean, save_istd
     S = 1
     part = ca
+    pdl1, pdl2 = (_BN_PDL >= level and _pdl_ok(dev) for level in (1, 2))
     if training:
         S, nb_per, j_per, sj, block_n, block_j = _bn_plan(x, N, C, HW)
         part = torch.empty((C * S * 2,), dtype=wd, device=dev)
         _bn_partials[(C, S)](
             x, x, ca, part, N, C, HW, nb_per, j_per, sj, S, BACKWARD=False, ACC=acc,
-            BLOCK_N=block_n, BLOCK_J=block_j, num_warps=_warps(block_n * block_j))
+            BLOCK_N=block_n, BLOCK_J=block_j, PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
     block_c = max(2, min(_pow2(C), 64))
     block_s = max(2, _pow2(S))
     _bn_channel[(_cdiv(C, block_c),)](
@@ -645,8 +671,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
         C, HW, S, float(N * HW), float(momentum), float(eps),
         MODE=0 if training else 1, HAS_W=weight is not None, HAS_B=bias is not None,
         UPDATE=update, WANT_DW=False, WANT_DB=False, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s,
-        SAVE_EVAL=eval_saves)
-    _bn_apply_launch(x, x, out, (ca, cb, ca, ca), N, C, HW, False, acc)
+        SAVE_EVAL=eval_saves, PDL_NEXT=pdl2, **_pdl_launch(pdl1 and training))
+    _bn_apply_launch(x, x, out, (ca, cb, ca, ca), N, C, HW, False, acc, pdl2)
     return out, save_mean, save_istd
 
 
@@ -680,9 +706,10 @@ def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, sav
         return dx, dw, db
     S, nb_per, j_per, sj, block_n, block_j = _bn_plan(x, N, C, HW)
     part = torch.empty((C * S * 2,), dtype=wd, device=dev)
+    pdl1, pdl2 = (_BN_PDL >= level and _pdl_ok(dev) for level in (1, 2))
     _bn_partials[(C, S)](
         x, g, mean_src, part, N, C, HW, nb_per, j_per, sj, S, BACKWARD=True, ACC=acc,
-        BLOCK_N=block_n, BLOCK_J=block_j, num_warps=_warps(block_n * block_j))
+        BLOCK_N=block_n, BLOCK_J=block_j, PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
     block_c = max(2, min(_pow2(C), 64))
     block_s = max(2, _pow2(S))
     _bn_channel[(_cdiv(C, block_c),)](
@@ -691,9 +718,9 @@ def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, sav
         C, HW, S, float(N * HW), 0.0, float(eps),
         MODE=2 if train else 3, HAS_W=weight is not None, HAS_B=False, UPDATE=False,
         WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s,
-        SAVE_EVAL=False)
+        SAVE_EVAL=False, PDL_NEXT=pdl2 and want_dx, **_pdl_launch(pdl1))
     if want_dx:
-        _bn_apply_launch(x, g, dx, coefs, N, C, HW, True, acc)
+        _bn_apply_launch(x, g, dx, coefs, N, C, HW, True, acc, pdl2)
     return dx, dw, db
 '''
 
@@ -781,6 +808,7 @@ def _write(request: KernelRequest) -> str | None:
             request.op, summary=summary, plan=plan, variant=variant, schema=request.schema
         ),
         Template(_HEADER).substitute(conservative=str(variant >= 1)),
+        codegen.PDL_SOURCE,
         kernels,
         Template(_FOOTER).substitute(
             body=body, fn=codegen.function_name(request.op), op=request.op

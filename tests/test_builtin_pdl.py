@@ -1,0 +1,118 @@
+"""Programmatic dependent launches in the builtin kernel files (codegen.PDL_SOURCE).
+
+A kernel launched with `launch_pdl=True` may start before the kernel ahead of it in the stream
+has finished; if it read that kernel's output without waiting first, it would race, silently and
+only on an sm_90+ GPU. The rule these tests hold every writer's file to, statically: a launch
+with `**_pdl_launch(...)` targets a kernel with a `PDL_WAIT` parameter, and every such kernel's
+first statement is `_pdl_enter(PDL_WAIT, ...)`. On the CPU (Triton's interpreter) PDL is off.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+
+import pytest
+import torch
+
+from agent.providers.builtin.registry import WRITERS
+from agent.providers.builtin.request import KernelRequest
+from evaluator.suites import select_operators
+
+
+@cache
+def _suite_files() -> dict[str, str]:
+    """The text each writer produces for the torchbench suite's cases."""
+    files = {}
+    for oc in select_operators("torchbench").ops:
+        writer = WRITERS.get(oc.op)
+        text = writer(KernelRequest(op=oc.op, schema="", cases=oc.cases)) if writer else None
+        if text is not None:
+            files[oc.op] = text
+    return files
+
+
+def _pdl_files() -> list[str]:
+    return sorted(op for op, text in _suite_files().items() if "**_pdl_launch(" in text)
+
+
+def _jit_kernels(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any("jit" in ast.unparse(d) for d in node.decorator_list)
+    }
+
+
+def _first_statement(fn: ast.FunctionDef) -> ast.stmt:
+    body = fn.body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    return body[0]
+
+
+def _pdl_launch_targets(tree: ast.Module, kernels: set[str]) -> set[str]:
+    """Names of kernels launched as `kernel[grid](..., **_pdl_launch(...))`, directly or through
+    a variable that holds `kernel[grid]` (a launch planned once: `launch = _k[grid] if ...`)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            held = [
+                n.value.id
+                for n in ast.walk(node.value)
+                if isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Name)
+                and n.value.id in kernels
+            ]
+            if isinstance(node.targets[0], ast.Name) and len(held) == 1:
+                aliases[node.targets[0].id] = held[0]
+    targets = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if not any(
+            kw.arg is None and "_pdl_launch(" in ast.unparse(kw.value) for kw in node.keywords
+        ):
+            continue
+        func = node.func
+        if isinstance(func, ast.Subscript):
+            targets.add(ast.unparse(func.value))
+        elif isinstance(func, ast.Name) and func.id in aliases:
+            targets.add(aliases[func.id])
+        else:
+            raise AssertionError(f"a dependent launch of an unknown kernel: {ast.unparse(node)}")
+    return targets
+
+
+def test_the_norm_family_uses_dependent_launches() -> None:
+    ops = _pdl_files()
+    for op in (
+        "native_layer_norm_backward.default",
+        "native_batch_norm.default",
+        "native_batch_norm_backward.default",
+    ):
+        assert op in ops
+
+
+@pytest.mark.parametrize("op", _pdl_files())
+def test_every_dependent_launch_waits_before_it_touches_memory(op: str) -> None:
+    tree = ast.parse(_suite_files()[op])
+    kernels = _jit_kernels(tree)
+    targets = _pdl_launch_targets(tree, set(kernels))
+    assert targets, f"{op}: `_pdl_launch` in the text but no launch uses it"
+    for name in targets:
+        params = [a.arg for a in kernels[name].args.args]
+        assert "PDL_WAIT" in params, f"{op}: {name} is launched as a dependent without PDL_WAIT"
+    for name, fn in kernels.items():
+        if "PDL_WAIT" in [a.arg for a in fn.args.args]:
+            first = ast.unparse(_first_statement(fn))
+            assert first.startswith("_pdl_enter(PDL_WAIT,"), f"{op}: {name} starts with {first}"
+
+
+def test_dependent_launches_are_off_in_the_interpreter() -> None:
+    namespace: dict = {}
+    text = _suite_files()["native_layer_norm_backward.default"]
+    exec(compile(text, "<kernel>", "exec"), namespace)  # noqa: S102 - our own writer's file
+    assert namespace["_pdl_ok"](torch.device("cpu")) is False
+    assert namespace["_pdl_launch"](False) == {"PDL_WAIT": False}
