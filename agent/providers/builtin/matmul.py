@@ -65,7 +65,8 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
                HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, SPLIT: tl.constexpr,
                EVEN_K: tl.constexpr, WIDEN: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               GROUP_M: tl.constexpr):
+               GROUP_M: tl.constexpr, PDL_NEXT: tl.constexpr):
+    _pdl_enter(False, PDL_NEXT)
     pid = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
     pid_k = tl.program_id(2)
@@ -119,7 +120,8 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
 @triton.jit
 def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_xb, s_xm, s_xn,
                    alpha, beta, HAS_BIAS: tl.constexpr, SCALE: tl.constexpr,
-                   BLOCK: tl.constexpr):
+                   BLOCK: tl.constexpr, PDL_WAIT: tl.constexpr):
+    _pdl_enter(PDL_WAIT, False)
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     total = BATCH * M * N
     ok = offs < total
@@ -167,6 +169,9 @@ _HALF_BLOCK_K = 64
 # BLOCK_N 16/32/64/128 take 71.3/47.5/38.4/33.5 us (eager 32.0).
 _GEMV_TILE = (16, 128, 128, 4, 4)
 _GEMV_FILL = 0.75
+# split-K: the reduction launch as a programmatic dependent of the partial products (sm_90+;
+# H200: mm [1,2048]x[2048,2048] bf16 10.7 -> 9.6 us; unsplit cases unchanged)
+_SPLITK_PDL = True
 _F32_TILES = ((128, 128, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3))
 _F32_BLOCK_K = 64
 _F32_PRECISION = "tf32x3"
@@ -289,7 +294,8 @@ def _plan(a, b, bias, scale, has_bias, out_3d):
     meta = dict(
         HAS_BIAS=has_bias, SCALE=scale, SPLIT=splits > 1, EVEN_K=even_k,
         WIDEN=_INTERPRET, PREC=prec, ACC=tl.float64 if a.dtype == torch.float64 else tl.float32,
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages,
+        PDL_NEXT=splits > 1 and _SPLITK_PDL and _pdl_ok(device))
     reduce = None
     if splits > 1:
         block = 1024
@@ -320,7 +326,8 @@ def _matmul(a, b, bias, alpha, beta, out_3d):
     _mm_kernel[grid](a, b, c, x, ws, *ints, float(alpha), float(beta), **meta)
     if reduce is not None:
         rgrid, rints, rmeta = reduce
-        _splitk_reduce[rgrid](ws, c, x, *rints, float(alpha), float(beta), **rmeta)
+        _splitk_reduce[rgrid](ws, c, x, *rints, float(alpha), float(beta), **rmeta,
+                              **_pdl_launch(meta["PDL_NEXT"]))
     return c
 
 
@@ -383,6 +390,7 @@ def _write(request: KernelRequest) -> str | None:
             fn=codegen.function_name(request.op),
             op=request.op,
         ),
+        codegen.PDL_SOURCE,
     )
 
 
