@@ -52,12 +52,31 @@ def _first_statement(fn: ast.FunctionDef) -> ast.stmt:
     return body[0]
 
 
+def _is_pdl_kwarg(kw: ast.keyword, pdl_dicts: set[str]) -> bool:
+    """`**_pdl_launch(...)`, or `**name` where name holds a dict built with it."""
+    if kw.arg is not None:
+        return False
+    text = ast.unparse(kw.value)
+    return "_pdl_launch(" in text or text in pdl_dicts
+
+
 def _pdl_launch_targets(tree: ast.Module, kernels: set[str]) -> set[str]:
-    """Names of kernels launched as `kernel[grid](..., **_pdl_launch(...))`, directly or through
-    a variable that holds `kernel[grid]` (a launch planned once: `launch = _k[grid] if ...`)."""
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+    """Names of kernels launched as dependents: `kernel[grid](..., **_pdl_launch(...))`, also
+    through a variable that holds `kernel[grid]` or a keyword dict built with `_pdl_launch` (a
+    launch planned once, run by a closure). Names are resolved per top-level host function,
+    nested closures included."""
+    targets = set()
+    for top in tree.body:
+        if not isinstance(top, ast.FunctionDef) or top.name in kernels:
+            continue
+        aliases: dict[str, str] = {}
+        pdl_dicts: set[str] = set()
+        for node in ast.walk(top):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            if not isinstance(node.targets[0], ast.Name):
+                continue
+            name = node.targets[0].id
             held = [
                 n.value.id
                 for n in ast.walk(node.value)
@@ -65,23 +84,24 @@ def _pdl_launch_targets(tree: ast.Module, kernels: set[str]) -> set[str]:
                 and isinstance(n.value, ast.Name)
                 and n.value.id in kernels
             ]
-            if isinstance(node.targets[0], ast.Name) and len(held) == 1:
-                aliases[node.targets[0].id] = held[0]
-    targets = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        if not any(
-            kw.arg is None and "_pdl_launch(" in ast.unparse(kw.value) for kw in node.keywords
-        ):
-            continue
-        func = node.func
-        if isinstance(func, ast.Subscript):
-            targets.add(ast.unparse(func.value))
-        elif isinstance(func, ast.Name) and func.id in aliases:
-            targets.add(aliases[func.id])
-        else:
-            raise AssertionError(f"a dependent launch of an unknown kernel: {ast.unparse(node)}")
+            if len(held) == 1:
+                aliases[name] = held[0]
+            value = node.value
+            if isinstance(value, ast.Call) and ast.unparse(value.func) == "dict":
+                if any(_is_pdl_kwarg(kw, set()) for kw in value.keywords):
+                    pdl_dicts.add(name)
+        for node in ast.walk(top):
+            if not isinstance(node, ast.Call) or ast.unparse(node.func) == "dict":
+                continue
+            if not any(_is_pdl_kwarg(kw, pdl_dicts) for kw in node.keywords):
+                continue
+            func = node.func
+            if isinstance(func, ast.Subscript):
+                targets.add(ast.unparse(func.value))
+            elif isinstance(func, ast.Name) and func.id in aliases:
+                targets.add(aliases[func.id])
+            else:
+                raise AssertionError(f"a dependent launch of an unknown kernel: {ast.unparse(node)}")
     return targets
 
 

@@ -608,15 +608,20 @@ def _bn_plan(x, N, C, HW):
     return sn * sj, nb_per, j_per, sj, block_n, block_j
 
 
-def _bn_apply_launch(x, g, out, coefs, N, C, HW, backward, acc, pdl):
-    """The elementwise pass; pdl: launched as a dependent of the channel kernel."""
+def _bn_apply_plan(N, C, HW, backward, acc, pdl):
+    """`launch(x, g, out, coefs)` of the elementwise pass; pdl: launched as a dependent of the
+    channel kernel."""
     small = _INTERPRET or _CONSERVATIVE
     block_j = max(2, min(_pow2(HW), 256 if small else 1024))
     block_r = max(1, min(_pow2(N * C), (1024 if small else 4096) // block_j))
-    _bn_apply[(_cdiv(N * C, block_r), _cdiv(HW, block_j))](
-        x, g, out, *coefs, N * C, C, HW, BACKWARD=backward, ACC=acc,
-        BLOCK_R=block_r, BLOCK_J=block_j, num_warps=_warps(block_r * block_j),
-        **_pdl_launch(pdl))
+    kernel = _bn_apply[(_cdiv(N * C, block_r), _cdiv(HW, block_j))]
+    consts = dict(BACKWARD=backward, ACC=acc, BLOCK_R=block_r, BLOCK_J=block_j,
+                  num_warps=_warps(block_r * block_j), **_pdl_launch(pdl))
+
+    def launch(x, g, out, coefs):
+        kernel(x, g, out, *coefs, N * C, C, HW, **consts)
+
+    return launch
 
 
 # Programmatic dependent launches (sm_90+): 0 none, 1 the channel kernel after the partial sums,
@@ -627,101 +632,155 @@ _BN_PDL = 0
 _EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
 
 
+_BN_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
+
+
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    key = (input.shape, input.dtype, input.device, bool(training), weight is None, bias is None,
+           running_mean is None, running_var is None)
+    run = _BN_RUNS.get(key)
+    if run is None:
+        run = _BN_RUNS[key] = _batch_norm_plan(input, weight, bias, running_mean, running_var,
+                                               training)
+    return run(input, weight, bias, running_mean, running_var, momentum, eps)
+
+
+def _batch_norm_plan(input, weight, bias, running_mean, running_var, training):
+    """Everything that depends only on the geometry and on which arguments are None, as a
+    `run(...)`: per call, the allocations and two or three launches."""
     N, C, HW = _bn_geometry(input)
-    x = input.contiguous()
-    acc = _acc(x.dtype)
-    dev = x.device
-    out = torch.empty(x.shape, dtype=x.dtype, device=dev)
-    sdt = _stat_dtype(x)
+    acc = _acc(input.dtype)
+    dev = input.device
+    shape = tuple(input.shape)
+    sdt = _stat_dtype(input)
     # Eval mode: CUDA eager returns the running mean and its invstd as the saved statistics
     # (shape [C], the H200 evaluation showed the shape), the CPU returns empty tensors.
     eval_saves = not training and dev.type in _EVAL_SAVE_DEVICES
     saved = (C,) if training or eval_saves else (0,)
-    save_mean = torch.empty(saved, dtype=sdt, device=dev)
-    save_istd = torch.empty(saved, dtype=sdt, device=dev)
     if not training and (running_mean is None or running_var is None):
         raise RuntimeError("batch norm in eval mode needs running_mean and running_var")
     update = training and running_mean is not None and running_var is not None
-    for t in (running_mean, running_var):
-        if update and not t.is_contiguous():
-            raise RuntimeError("running statistics must be contiguous")
     wd = torch.float64 if acc == tl.float64 else torch.float32
-    ca = torch.empty((C,), dtype=wd, device=dev)
-    cb = torch.empty((C,), dtype=wd, device=dev)
-    w = weight.contiguous() if weight is not None else ca
-    b = bias.contiguous() if bias is not None else ca
-    rm = running_mean if running_mean is not None else ca
-    rv = running_var if running_var is not None else ca
-    if x.numel() == 0:
-        return out, save_mean, save_istd
-    S = 1
-    part = ca
+    empty = N * C * HW == 0
     pdl1, pdl2 = (_BN_PDL >= level and _pdl_ok(dev) for level in (1, 2))
-    if training:
-        S, nb_per, j_per, sj, block_n, block_j = _bn_plan(x, N, C, HW)
-        part = torch.empty((C * S * 2,), dtype=wd, device=dev)
-        _bn_partials[(C, S)](
-            x, x, ca, part, N, C, HW, nb_per, j_per, sj, S, BACKWARD=False, ACC=acc,
-            BLOCK_N=block_n, BLOCK_J=block_j, PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
+    S = 1
+    partials = None
+    if training and not empty:
+        S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
+        partials = (_bn_partials[(C, S)], (N, C, HW, nb_per, j_per, sj, S),
+                    dict(BACKWARD=False, ACC=acc, BLOCK_N=block_n, BLOCK_J=block_j,
+                         PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j)))
     block_c = max(2, min(_pow2(C), 64))
-    block_s = max(2, _pow2(S))
-    _bn_channel[(_cdiv(C, block_c),)](
-        x, part, w, b, rm, rv, ca, ca, save_mean, save_istd, ca, ca, ca, cb, ca, ca,
-        C, HW, S, float(N * HW), float(momentum), float(eps),
+    channel = _bn_channel[(_cdiv(C, block_c),)]
+    channel_consts = dict(
         MODE=0 if training else 1, HAS_W=weight is not None, HAS_B=bias is not None,
-        UPDATE=update, WANT_DW=False, WANT_DB=False, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s,
-        SAVE_EVAL=eval_saves, PDL_NEXT=pdl2, **_pdl_launch(pdl1 and training))
-    _bn_apply_launch(x, x, out, (ca, cb, ca, ca), N, C, HW, False, acc, pdl2)
-    return out, save_mean, save_istd
+        UPDATE=update, WANT_DW=False, WANT_DB=False, ACC=acc, BLOCK_C=block_c,
+        BLOCK_S=max(2, _pow2(S)), SAVE_EVAL=eval_saves, PDL_NEXT=pdl2,
+        **_pdl_launch(pdl1 and training))
+    count = float(N * HW)
+    apply = None if empty else _bn_apply_plan(N, C, HW, False, acc, pdl2)
+
+    def run(input, weight, bias, running_mean, running_var, momentum, eps):
+        x = input.contiguous()
+        out = torch.empty(shape, dtype=x.dtype, device=dev)
+        save_mean = torch.empty(saved, dtype=sdt, device=dev)
+        save_istd = torch.empty(saved, dtype=sdt, device=dev)
+        if update and not (running_mean.is_contiguous() and running_var.is_contiguous()):
+            raise RuntimeError("running statistics must be contiguous")
+        if empty:
+            return out, save_mean, save_istd
+        ca = torch.empty((C,), dtype=wd, device=dev)
+        cb = torch.empty((C,), dtype=wd, device=dev)
+        w = weight.contiguous() if weight is not None else ca
+        b = bias.contiguous() if bias is not None else ca
+        rm = running_mean if running_mean is not None else ca
+        rv = running_var if running_var is not None else ca
+        part = ca
+        if partials is not None:
+            kernel, ints, consts = partials
+            part = torch.empty((C * S * 2,), dtype=wd, device=dev)
+            kernel(x, x, ca, part, *ints, **consts)
+        channel(x, part, w, b, rm, rv, ca, ca, save_mean, save_istd, ca, ca, ca, cb, ca, ca,
+                C, HW, S, count, float(momentum), float(eps), **channel_consts)
+        apply(x, x, out, (ca, cb, ca, ca))
+        return out, save_mean, save_istd
+
+    return run
+
+
+_BN_BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
 
 
 def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
                          save_invstd, train, eps, output_mask):
+    key = (input.shape, input.dtype, input.device, bool(train), tuple(bool(v) for v in output_mask),
+           weight is None, None if weight is None else weight.dtype, running_mean is None,
+           running_var is None, save_mean is None, save_invstd is None)
+    run = _BN_BWD_RUNS.get(key)
+    if run is None:
+        run = _BN_BWD_RUNS[key] = _batch_norm_backward_plan(
+            input, weight, running_mean, running_var, save_mean, save_invstd, train, output_mask)
+    return run(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, eps)
+
+
+def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mean, save_invstd,
+                              train, output_mask):
+    """The backward's `run(...)`: partial sums of g and g*(x-mean), the per-channel kernel
+    (grad_weight, grad_bias and the coefficients), the elementwise grad_input."""
     N, C, HW = _bn_geometry(input)
     want_dx, want_dw, want_db = (bool(v) for v in output_mask)
-    x = input.contiguous()
-    g = grad_out.contiguous()
-    acc = _acc(x.dtype)
-    dev = x.device
-    pdt = weight.dtype if weight is not None else x.dtype
-    dx = torch.empty(x.shape, dtype=x.dtype, device=dev) if want_dx else None
-    dw = torch.empty((C,), dtype=pdt, device=dev) if want_dw else None
-    db = torch.empty((C,), dtype=pdt, device=dev) if want_db else None
+    acc = _acc(input.dtype)
+    dev = input.device
+    shape = tuple(input.shape)
+    pdt = weight.dtype if weight is not None else input.dtype
     if train:
         if save_mean is None or save_invstd is None:
             raise RuntimeError("batch norm backward in train mode needs save_mean and save_invstd")
-        mean_src = save_mean.contiguous()
-    else:
-        if running_mean is None or running_var is None:
-            raise RuntimeError("batch norm backward in eval mode needs running_mean and running_var")
-        mean_src = running_mean.contiguous()
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("batch norm backward in eval mode needs running_mean and running_var")
     wd = torch.float64 if acc == tl.float64 else torch.float32
-    coefs = tuple(torch.empty((C,), dtype=wd, device=dev) for _ in range(4))
-    w = weight.contiguous() if weight is not None else coefs[0]
-    rm = running_mean.contiguous() if running_mean is not None else coefs[0]
-    rv = running_var.contiguous() if running_var is not None else coefs[0]
-    istd = save_invstd.contiguous() if save_invstd is not None else coefs[0]
-    if x.numel() == 0:
-        return dx, dw, db
-    S, nb_per, j_per, sj, block_n, block_j = _bn_plan(x, N, C, HW)
-    part = torch.empty((C * S * 2,), dtype=wd, device=dev)
+    empty = N * C * HW == 0
     pdl1, pdl2 = (_BN_PDL >= level and _pdl_ok(dev) for level in (1, 2))
-    _bn_partials[(C, S)](
-        x, g, mean_src, part, N, C, HW, nb_per, j_per, sj, S, BACKWARD=True, ACC=acc,
-        BLOCK_N=block_n, BLOCK_J=block_j, PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
-    block_c = max(2, min(_pow2(C), 64))
-    block_s = max(2, _pow2(S))
-    _bn_channel[(_cdiv(C, block_c),)](
-        x, part, w, coefs[0], rm, rv, mean_src, istd, coefs[0], coefs[0],
-        dw if want_dw else coefs[0], db if want_db else coefs[0], *coefs,
-        C, HW, S, float(N * HW), 0.0, float(eps),
-        MODE=2 if train else 3, HAS_W=weight is not None, HAS_B=False, UPDATE=False,
-        WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_C=block_c, BLOCK_S=block_s,
-        SAVE_EVAL=False, PDL_NEXT=pdl2 and want_dx, **_pdl_launch(pdl1))
-    if want_dx:
-        _bn_apply_launch(x, g, dx, coefs, N, C, HW, True, acc, pdl2)
-    return dx, dw, db
+    if not empty:
+        S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
+        partials = _bn_partials[(C, S)]
+        partials_ints = (N, C, HW, nb_per, j_per, sj, S)
+        partials_consts = dict(BACKWARD=True, ACC=acc, BLOCK_N=block_n, BLOCK_J=block_j,
+                               PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
+        block_c = max(2, min(_pow2(C), 64))
+        channel = _bn_channel[(_cdiv(C, block_c),)]
+        channel_consts = dict(
+            MODE=2 if train else 3, HAS_W=weight is not None, HAS_B=False, UPDATE=False,
+            WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_C=block_c,
+            BLOCK_S=max(2, _pow2(S)), SAVE_EVAL=False, PDL_NEXT=pdl2 and want_dx,
+            **_pdl_launch(pdl1))
+        count = float(N * HW)
+        apply = _bn_apply_plan(N, C, HW, True, acc, pdl2) if want_dx else None
+
+    def run(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, eps):
+        x = input.contiguous()
+        g = grad_out.contiguous()
+        dx = torch.empty(shape, dtype=x.dtype, device=dev) if want_dx else None
+        dw = torch.empty((C,), dtype=pdt, device=dev) if want_dw else None
+        db = torch.empty((C,), dtype=pdt, device=dev) if want_db else None
+        if empty:
+            return dx, dw, db
+        mean_src = (save_mean if train else running_mean).contiguous()
+        coefs = tuple(torch.empty((C,), dtype=wd, device=dev) for _ in range(4))
+        w = weight.contiguous() if weight is not None else coefs[0]
+        rm = running_mean.contiguous() if running_mean is not None else coefs[0]
+        rv = running_var.contiguous() if running_var is not None else coefs[0]
+        istd = save_invstd.contiguous() if save_invstd is not None else coefs[0]
+        part = torch.empty((C * S * 2,), dtype=wd, device=dev)
+        partials(x, g, mean_src, part, *partials_ints, **partials_consts)
+        channel(x, part, w, coefs[0], rm, rv, mean_src, istd, coefs[0], coefs[0],
+                dw if want_dw else coefs[0], db if want_db else coefs[0], *coefs,
+                C, HW, S, count, 0.0, float(eps), **channel_consts)
+        if apply is not None:
+            apply(x, g, dx, coefs)
+        return dx, dw, db
+
+    return run
 '''
 
 _FOOTER = '''
