@@ -51,6 +51,8 @@ def _nll_forward_kernel(x_ptr, t_ptr, w_ptr, out_ptr, tw_ptr, N, sx0, sx1, st, i
             w = tl.load(w_ptr + t, mask=valid, other=0).to(ACC)
         loss = tl.where(valid, -x * w, 0.0)
         tl.store(out_ptr + i, loss.to(out_ptr.dtype.element_ty), mask=ok)
+        if tl.program_id(0) == 0:  # eager's total_weight is 0 without a reduction
+            tl.store(tw_ptr, tl.zeros([], tw_ptr.dtype.element_ty))
     else:
         loss_acc = tl.zeros([BLOCK], ACC)
         w_acc = tl.zeros([BLOCK], ACC)
@@ -167,11 +169,12 @@ def _nll_loss_forward(self, target, weight, reduction, ignore_index):
     sx1 = self.stride(-1)
     st = target.stride(0) if target.dim() == 1 else 0
     w = weight.contiguous() if weight is not None else self
-    tw = torch.zeros((), dtype=self.dtype, device=self.device)
+    # written by the kernel (no separate zero-fill launch)
+    tw = torch.empty((), dtype=self.dtype, device=self.device)
     if reduction == 0:
         out = torch.empty((N,) if self.dim() == 2 else (), dtype=self.dtype, device=self.device)
         if N == 0:
-            return out, tw
+            return out, tw.zero_()
         block, warps = _block1(N)
         _nll_forward_kernel[(_cdiv(N, block),)](
             self, target, w, out, tw, N, sx0, sx1, st, ignore_index, HAS_W=weight is not None,

@@ -551,9 +551,23 @@ def _map_run(x_strides, plan, wrap, fill, dtype, device):
 
 
 def _copy_into(dst, src):
-    """dst[...] = src[...] (same shape, any strides), casting to dst's dtype."""
+    """dst[...] = src[...] (same shape, any strides), casting to dst's dtype. The launch is
+    planned once per (shape, strides, dtypes): repeated calls skip the walk's planning."""
+    key = ("copy_into", dst.shape, dst.stride(), src.stride(), src.dtype, dst.dtype)
+    launch = _planned(key, lambda: _copy_launcher(dst, src) or _no_launch)
+    launch(src, dst)
+    return dst
+
+
+def _copy_launcher(dst, src):
     plan = [(n, n, 0, 1) for n in dst.shape]
-    return _map(src, list(src.stride()), dst, plan, wrap=False)
+    itemsize = max(src.element_size(), dst.element_size())
+    return _map_launcher(list(src.stride()), list(dst.shape), list(dst.stride()), plan, False,
+                         None, itemsize)
+
+
+def _no_launch(x, out):
+    """The launch of an empty copy."""
 '''
 
 _MAP_OPS = """
@@ -820,13 +834,6 @@ def _index_plan(sizes, strides, indices):
     return shape, xs, pieces
 
 
-def _launch_index(x, plan, y, y_strides, mode):
-    args = _index_args(plan, y_strides, mode)
-    if args is not None:
-        tensors = [t for t, _, _, _ in plan[2]]
-        _index_launch(x, y, tensors, args)
-
-
 def _index_launch(x, y, tensors, args):
     grid, slots, ints, consts = args
     _index_kernel[grid](x, y, tensors[slots[0]], tensors[slots[1]], tensors[slots[2]], *ints,
@@ -998,11 +1005,30 @@ def _index_put(self, indices, values, accumulate, inplace):
     if accumulate and self.dtype in (torch.float16, torch.bfloat16):
         acc = torch.empty(self.shape, dtype=torch.float32, device=self.device)
         _copy_into(acc, dst)
-    plan = _index_plan(list(acc.shape), list(acc.stride()), indices)
-    _launch_index(acc, plan, values, _bstrides(values, plan[0]), 2 if accumulate else 1)
+    args = _put_args(acc, indices, values, 2 if accumulate else 1)
+    if args is not None:
+        _index_launch(acc, values, [t for t in indices if t is not None], args)
     if acc is not dst:
         _copy_into(dst, acc)
     return dst
+
+
+_PUT_ARGS = {}  # (geometries of dst, values and indices; mode) -> `_index_args`, planned once
+_UNPLANNED = object()
+
+
+def _put_args(acc, indices, values, mode):
+    """`_index_args` of the put into `acc`: planned once per geometry (invalid indices or values
+    raise while planning, so on every call, and nothing is cached)."""
+    key = (acc.shape, acc.stride(), acc.device, mode, values.shape, values.stride(),
+           *[None if t is None else (t.shape, t.stride(), t.dtype) for t in indices])
+    args = _PUT_ARGS.get(key, _UNPLANNED)
+    if args is _UNPLANNED:
+        if len(_PUT_ARGS) >= 256:
+            _PUT_ARGS.clear()
+        plan = _index_plan(list(acc.shape), list(acc.stride()), indices)
+        args = _PUT_ARGS[key] = _index_args(plan, _bstrides(values, plan[0]), mode)
+    return args
 '''
 
 # ---------------------------------------------------------------- scatter.src
@@ -1042,18 +1068,27 @@ def _scatter(self, dim, index, src):
         raise RuntimeError("scatter(): Expected dtype int64 for index")
     if src.dtype != self.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
-    dim = _wrap_dim(dim, self.dim())
+    key = ("scatter", self.shape, self.dtype, self.device, dim, index.shape, index.stride(),
+           src.shape, src.stride())
+    run = _planned(key, lambda: _scatter_plan(self, dim, index, src))
     out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
     _copy_into(out, self)
+    run(out, index, src)
+    return out
+
+
+def _scatter_plan(self, dim, index, src):
+    """run(out, index, src): the scatter launch into the contiguous copy of self."""
+    dim = _wrap_dim(dim, self.dim())
     n = index.numel()
     if n == 0:
-        return out
+        return lambda out, index, src: None
     ndim = max(index.dim(), 1)
     if ndim > 6:
         raise NotImplementedError(f"{_OP}: more than 6 dims are not supported by this kernel")
     pad = 6 - ndim
     shape = [1] * pad + (list(index.shape) if index.dim() else [1])
-    sd = list(out.stride()) if out.dim() else [0]
+    sd = _contiguous_strides(list(self.shape)) if self.dim() else [0]
     sd_dim = sd[dim]
     sd[dim] = 0
     sd = [0] * pad + sd
@@ -1061,9 +1096,13 @@ def _scatter(self, dim, index, src):
     ss = [0] * pad + (list(src.stride()) if src.dim() else [0])
     size_dim = self.shape[dim] if self.dim() else 1
     block, warps = _block1(n)
-    _scatter_kernel[(_cdiv(n, block),)](out, index, src, n, *shape, *sd, *si, *ss, sd_dim,
-                                        size_dim, BLOCK=block, num_warps=warps)
-    return out
+    kernel = _scatter_kernel[(_cdiv(n, block),)]
+    ints = (n, *shape, *sd, *si, *ss, sd_dim, size_dim)
+
+    def run(out, index, src):
+        kernel(out, index, src, *ints, BLOCK=block, num_warps=warps)
+
+    return run
 '''
 
 # ---------------------------------------------------------------- embedding_dense_backward
