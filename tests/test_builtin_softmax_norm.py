@@ -514,13 +514,16 @@ def test_batch_norm_training_updates_running_stats_like_eager() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         kernel = load_kernel(op, _write(norm, op, cases), Path(tmp))
-        args, _ = _batch_norm_args(op, cases[0], torch.Generator().manual_seed(0))
-        mine = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        theirs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        kernel(*mine)
-        torch.ops.aten.native_batch_norm.default(*theirs)
-    assert compare("running_mean", mine[3], theirs[3]) == []
-    assert compare("running_var", mine[4], theirs[4]) == []
+        # the second and third calls reuse the first call's plan with new tensors
+        for seed in range(3):
+            args, _ = _batch_norm_args(op, cases[0], torch.Generator().manual_seed(seed))
+            mine = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            theirs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            got = kernel(*mine)
+            want = torch.ops.aten.native_batch_norm.default(*theirs)
+            assert compare(f"call {seed}", got, want) == []
+            assert compare("running_mean", mine[3], theirs[3]) == []
+            assert compare("running_var", mine[4], theirs[4]) == []
 
 
 def test_norm_writer_declines_integer_inputs() -> None:

@@ -1110,6 +1110,21 @@ def _area_scale(in_size, out_size, align_corners, scale):
 
 
 def _upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+    key = ("up", self.shape, self.stride(), self.dtype, self.device, _key(output_size),
+           bool(align_corners), scales_h, scales_w)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _remember(key, _upsample_plan(self, output_size, align_corners, scales_h,
+                                             scales_w))
+    shape, fmt, grid, args, meta = plan
+    out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=fmt)
+    if grid is not None:
+        _bilinear_kernel[grid](self, out, *args, **meta)
+    return out
+
+
+def _upsample_plan(self, output_size, align_corners, scales_h, scales_w):
+    """(output shape, memory format, grid or None for an empty output, launch args, meta)."""
     if self.dim() != 4:
         raise RuntimeError(f"{_OP}: expected a 4D input, got {self.dim()}D")
     oh, ow = _pair(output_size, "output_size")
@@ -1118,17 +1133,16 @@ def _upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input (H: {H}, W: {W}) output (H: {oh}, W: {ow})")
     cl = self.is_contiguous(memory_format=torch.channels_last) and not self.is_contiguous()
     fmt = torch.channels_last if cl else torch.contiguous_format
-    out = torch.empty((N, C, oh, ow), dtype=self.dtype, device=self.device, memory_format=fmt)
-    total = out.numel()
-    if total == 0:
-        return out
+    shape = (N, C, oh, ow)
+    if N * C * oh * ow == 0:
+        return shape, fmt, None, None, None
     rh = _area_scale(H, oh, align_corners, scales_h)
     rw = _area_scale(W, ow, align_corners, scales_w)
     grid, rq, meta = _tiles(N, C, oh, ow, cl, _UPSAMPLE_ELEMS, _UPSAMPLE_WARPS)
-    meta.update(ALIGN=bool(align_corners), I64=_wide(self, out), ACC=_acc(self.dtype))
+    wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20  # the dense output's extent
+    meta.update(ALIGN=bool(align_corners), I64=wide, ACC=_acc(self.dtype))
     meta.update(SAME=(oh, ow) == (H, W))  # ATen copies whatever the scales (CPU and CUDA alike)
-    _bilinear_kernel[grid](self, out, *rq, C, H, W, oh, ow, *self.stride(), rh, rw, **meta)
-    return out
+    return shape, fmt, grid, (*rq, C, H, W, oh, ow, *self.stride(), rh, rw), meta
 
 
 def _upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors):
