@@ -447,50 +447,91 @@ def _native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.numel() != C:
             raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in input, but got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}")
-    x = input.contiguous()
-    out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-    mean = torch.empty((N, group), dtype=input.dtype, device=input.device)
-    rstd = torch.empty((N, group), dtype=input.dtype, device=input.device)
+    # the pipelined kernel's word loads need x 16-byte aligned (a non-contiguous input is
+    # copied, into an aligned allocation)
+    aligned = not input.is_contiguous() or input.data_ptr() % 16 == 0
+    key = (input.shape, input.dtype, input.device, N, C, HxW, group, weight is None,
+           bias is None, aligned)
+    run = _GN_RUNS.get(key)
+    if run is None:
+        if len(_GN_RUNS) >= 256:
+            _GN_RUNS.clear()
+        run = _GN_RUNS[key] = _group_norm_plan(input, weight is not None, bias is not None, N,
+                                               C, HxW, group)
+    return run(input, weight, bias, float(eps))
+
+
+_GN_RUNS = {}  # (geometry, which of weight/bias are given) -> run(...), planned once
+
+
+def _group_norm_plan(input, has_w, has_b, N, C, HxW, group):
+    """run(input, weight, bias, eps): the one kernel (a whole group in registers, pipelined or
+    not) or the two (split partial sums, then the normalization) this geometry takes."""
+    shape, dtype, device = input.shape, input.dtype, input.device
     CPG = C // group
     D = CPG * HxW
     NG = N * group
-    if NG == 0 or D == 0:
+    acc = _acc(dtype)
+    round_stats = device.type in _ROUND_STATS_DEVICES and dtype in (torch.float16, torch.bfloat16)
+    launch = None
+    if NG > 0 and D > 0:
+        launch = _group_norm_launch(input.contiguous(), has_w, has_b, NG, group, CPG, HxW, D,
+                                    acc, round_stats)
+
+    def run(input, weight, bias, eps):
+        x = input.contiguous()
+        out = torch.empty(shape, dtype=dtype, device=device)
+        mean = torch.empty((N, group), dtype=dtype, device=device)
+        rstd = torch.empty((N, group), dtype=dtype, device=device)
+        if launch is not None:
+            launch(x, weight if has_w else x, bias if has_b else x, out, mean, rstd, eps)
         return out, mean, rstd
-    w = weight.contiguous() if weight is not None else x
-    b = bias.contiguous() if bias is not None else x
-    acc = _acc(input.dtype)
-    round_stats = (input.device.type in _ROUND_STATS_DEVICES
-                   and input.dtype in (torch.float16, torch.bfloat16))
+
+    return run
+
+
+def _group_norm_launch(x, has_w, has_b, NG, group, CPG, HxW, D, acc, round_stats):
+    """launch(x, w, b, out, mean, rstd, eps) for a non-empty geometry (w, b contiguous or x)."""
+    flags = dict(HAS_W=has_w, HAS_B=has_b, ACC=acc, ROUND_STATS=round_stats)
     whole = _gn_whole_plan(NG, CPG, D, 8 if acc == tl.float64 else 4)
     pipe = _gn_pipe_plan(NG, CPG, D, x) if whole is not None else None
     if pipe is not None:
         block_w, vec, warps, programs = pipe
-        _gn_pipe_kernel[(programs,)](
-            x, w, b, out, mean, rstd, NG, group, D, float(D), float(eps),
-            HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc, ROUND_STATS=round_stats,
-            VEC=vec, BLOCK_W=block_w, num_warps=warps, num_stages=1)
-        return out, mean, rstd
+        kernel = _gn_pipe_kernel[(programs,)]
+
+        def launch(x, w, b, out, mean, rstd, eps):
+            kernel(x, w.contiguous(), b.contiguous(), out, mean, rstd, NG, group, D, float(D),
+                   eps, VEC=vec, BLOCK_W=block_w, num_warps=warps, num_stages=1, **flags)
+
+        return launch
     if whole is not None:
         rows, block, warps = whole
-        _gn_whole_kernel[(_cdiv(NG, rows),)](
-            x, w, b, out, mean, rstd, NG, group, CPG, HxW, D, float(D), float(eps),
-            HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc, ROUND_STATS=round_stats,
-            ONE_CHANNEL=CPG == 1, ROWS=rows, BLOCK=block, num_warps=warps)
-        return out, mean, rstd
+        kernel = _gn_whole_kernel[(_cdiv(NG, rows),)]
+
+        def launch(x, w, b, out, mean, rstd, eps):
+            kernel(x, w.contiguous(), b.contiguous(), out, mean, rstd, NG, group, CPG, HxW, D,
+                   float(D), eps, ONE_CHANNEL=CPG == 1, ROWS=rows, BLOCK=block, num_warps=warps,
+                   **flags)
+
+        return launch
     cap = _tile_cap() if _INTERPRET else (1024 if _CONSERVATIVE else _GN_BLOCK)
     block = max(32, min(_pow2(D), cap))
     per_channel, chunk, spc, S = _gn_split(NG, CPG, HxW, D, block)
-    part = torch.empty((NG * S * 2,), dtype=torch.float64 if acc == tl.float64 else torch.float32,
-                       device=input.device)
+    part_dtype = torch.float64 if acc == tl.float64 else torch.float32
     warps = 4 if block <= 1024 else (_GN_WARPS_MANY_GROUPS if NG >= _GN_MANY_GROUPS else _GN_WARPS)
     stages = 1 if _INTERPRET or _CONSERVATIVE else _GN_STAGES
-    _gn_partials_kernel[(NG, S)](x, part, D, HxW, chunk, spc, S, PER_CHANNEL=per_channel,
-                                 ACC=acc, STAGES=stages, BLOCK=block, num_warps=warps)
-    _gn_apply_kernel[(NG, S)](
-        x, w, b, out, part, mean, rstd, group, CPG, HxW, D, chunk, spc, S, float(D), float(eps),
-        HAS_W=weight is not None, HAS_B=bias is not None, ACC=acc, ROUND_STATS=round_stats,
-        PER_CHANNEL=per_channel, SP=_pow2(S), STAGES=stages, BLOCK=block, num_warps=warps)
-    return out, mean, rstd
+    partials = _gn_partials_kernel[(NG, S)]
+    apply = _gn_apply_kernel[(NG, S)]
+
+    def launch(x, w, b, out, mean, rstd, eps):
+        part = torch.empty((NG * S * 2,), dtype=part_dtype, device=x.device)
+        partials(x, part, D, HxW, chunk, spc, S, PER_CHANNEL=per_channel, ACC=acc, STAGES=stages,
+                 BLOCK=block, num_warps=warps)
+        apply(x, w.contiguous(), b.contiguous(), out, part, mean, rstd, group, CPG, HxW, D, chunk,
+              spc, S, float(D), eps, PER_CHANNEL=per_channel, SP=_pow2(S), STAGES=stages,
+              BLOCK=block, num_warps=warps, **flags)
+
+    return launch
 '''
 
 _WEIGHT_NORM = '''
