@@ -337,6 +337,50 @@ def test_planned_wrappers_read_each_calls_tensors(op: str, text: str) -> None:
             assert compare(f"{op} call {seed}", kernel(*args, **kwargs), want) == []
 
 
+def _embedding_backward_kernel(tmp: str):
+    op = "embedding_dense_backward.default"
+    case = parse_case("((T([6, 50, 24], f32), T([6, 50], i64), 20, -1, False), {})")
+    return load_kernel(op, _write(op, [case]), Path(tmp))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_backward_sums_do_not_depend_on_the_order_of_the_rows(dtype) -> None:
+    """Integer (fixed-point) sums: the same bits whatever order the rows are added in, as the
+    GPU's atomics add them in a different order on every call; and within one rounding of the
+    exact (float64) sums."""
+    gen = torch.Generator().manual_seed(0)
+    grad = (torch.randn(300, 24, generator=gen, dtype=torch.float64) * 100).to(dtype)
+    index = torch.randint(0, 20, (300,), generator=gen)
+    index[:40] = 3  # one row takes many contributions
+    perm = torch.randperm(300, generator=gen)
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = _embedding_backward_kernel(tmp)
+        first = kernel(grad, index, 20, -1, False)
+        again = kernel(grad[perm], index[perm], 20, -1, False)
+    assert torch.equal(first, again)
+    exact = torch.zeros(20, 24, dtype=torch.float64).index_add_(0, index, grad.double())
+    ulp = torch.finfo(dtype).eps * exact.abs().clamp_min(1e-30)
+    assert ((first.double() - exact).abs() <= ulp).all()
+
+
+def test_embedding_backward_carries_nan_and_infinity_like_eager() -> None:
+    gen = torch.Generator().manual_seed(1)
+    grad = torch.randn(30, 24, generator=gen)
+    index = torch.randint(0, 20, (30,), generator=gen)
+    grad[4, 2] = float("nan")
+    grad[7, 5] = float("inf")
+    with tempfile.TemporaryDirectory() as tmp:
+        got = _embedding_backward_kernel(tmp)(grad, index, 20, -1, False)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, 20, -1, False)
+    assert compare("embedding_dense_backward", got, want) == []
+
+
+def test_embedding_backward_float64_matches_eager() -> None:
+    op = "embedding_dense_backward.default"
+    case = parse_case("((T([5, 7, 6], f64), T([5, 7], i64), 9, 2, True), {})")
+    assert run_generated(op, _write(op, [case]), [case], make_args=_evaluator_inputs) == []
+
+
 def test_all_is_true_when_every_element_is_nonzero() -> None:
     op = "all.default"
     cases = [parse_case("((T([4, 51, 7], b8),), {})")]

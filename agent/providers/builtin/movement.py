@@ -23,9 +23,12 @@ How the generated kernels work:
   8192 positions) adds in index order and rounds after every addition, as eager does; other
   f16/bf16 accumulations sum in an fp32 copy, rounded once at the end;
 - scatter.src copies self, then one flat launch over the index writes src values;
-- embedding_dense_backward: fp32 (fp64 for fp64) atomic adds of grad rows into the weight-shaped
-  gradient, rows equal to padding_idx skipped, optionally scaled by 1/count; f16/bf16 results are
-  accumulated in fp32 and cast once by the map kernel.
+- embedding_dense_backward: grad rows added into the weight-shaped gradient as int64 fixed point
+  (grad * 2**S, S from max |grad| so that no row sum can overflow): integer atomics give the same
+  sums in any order, so the result is deterministic (fp32 atomics were not, and the evaluator
+  rejects a kernel whose repeated calls disagree); rows equal to padding_idx skipped, optionally
+  scaled by 1/count; one pass converts to the output dtype. NaN/inf grads and fp64 take float
+  atomic adds.
 Offsets are int64 (int32 in the flat map kernel where they fit); index tensors are read as int64.
 """
 
@@ -1135,22 +1138,95 @@ def _embed_count_kernel(idx_ptr, cnt_ptr, R, I1, I2, I3, SI0, SI1, SI2, SI3,
 
 
 @triton.jit
-def _embed_bwd_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_idx,
-                      I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                      SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """acc[index[r], :] += grad[r, :] (atomic; rows whose index is padding_idx skipped)."""
+def _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0,
+                SG1, SG2, SG3, SGD, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """This program's [BLOCK_R grad rows, BLOCK_C columns] tile: (weight rows, columns, the
+    mask of contributions (rows whose index is padding_idx left out), grad values)."""
     pid = tl.program_id(0).to(tl.int64)
     rows = (pid // NCB) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = (pid % NCB) * BLOCK_C + tl.arange(0, BLOCK_C)
     row_ok = rows < R
     ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
     idx = tl.load(idx_ptr + ioff, mask=row_ok, other=0).to(tl.int64)
-    ok = row_ok & (idx != padding_idx)
-    m = ok[:, None] & (cols[None, :] < D)
+    m = (row_ok & (idx != padding_idx))[:, None] & (cols[None, :] < D)
     g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0)
-    g = g.to(acc_ptr.dtype.element_ty)
+    return idx, cols, m, g
+
+
+@triton.jit
+def _embed_amax_kernel(g_ptr, idx_ptr, accf_ptr, AMAX, R, D, NCB, padding_idx,
+                       I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                       BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """accf[AMAX] = max |grad| over the contributions, +inf when any is NaN or infinite (an
+    atomic max: the same result in any order)."""
+    _, _, m, g = _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1, SI2,
+                             SI3, SG0, SG1, SG2, SG3, SGD, BLOCK_R, BLOCK_C)
+    a = tl.abs(g.to(tl.float32))
+    bad = tl.max((m & ((a != a) | (a == float("inf")))).to(tl.int32))
+    top = tl.max(tl.where(m, a, 0.0))
+    tl.atomic_max(accf_ptr + AMAX, tl.where(bad > 0, float("inf"), top))
+
+
+@triton.jit
+def _embed_scale(accf_ptr, AMAX, R):
+    """(2**S as fp64, whether every contribution is finite): S puts the largest possible row
+    sum, R * max|grad|, below 2**62, so the int64 sums cannot overflow."""
+    amax = tl.load(accf_ptr + AMAX).to(tl.float64)
+    finite = amax < float("inf")
+    bound = tl.maximum(amax * R, 1e-300)
+    shift = 61.0 - tl.floor(tl.log2(bound))
+    shift = tl.minimum(tl.maximum(shift, -1000.0), 1000.0)
+    return tl.exp2(shift), finite
+
+
+@triton.jit
+def _embed_bwd_kernel(g_ptr, idx_ptr, acc_ptr, accf_ptr, cnt_ptr, AMAX, R, D, NCB, padding_idx,
+                      I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                      SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """acc[index[r], :] += grad[r, :] as int64 fixed point (grad * 2**S, truncated): integer
+    additions give the same sum in any order, so the result is deterministic and, to 2**-S per
+    term, exact. With a NaN or infinity among the grads, fp32 atomic adds into acc's memory
+    instead (accf, its low words), which carry them as eager does."""
+    idx, cols, m, g = _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1,
+                                  SI2, SI3, SG0, SG1, SG2, SG3, SGD, BLOCK_R, BLOCK_C)
+    g = g.to(tl.float64)
     if SCALE:
-        cnt = tl.load(cnt_ptr + idx, mask=ok, other=1).to(acc_ptr.dtype.element_ty)
+        cnt = tl.load(cnt_ptr + idx, mask=idx != padding_idx, other=1).to(tl.float64)
+        g = g / cnt[:, None]
+    scale, finite = _embed_scale(accf_ptr, AMAX, R)
+    slot = idx[:, None] * D + cols[None, :]
+    if finite:
+        tl.atomic_add(acc_ptr + slot, (g * scale).to(tl.int64), mask=m)
+    else:
+        tl.atomic_add(accf_ptr + 2 * slot, g.to(tl.float32), mask=m)
+
+
+@triton.jit
+def _embed_out_kernel(acc_ptr, accf_ptr, out_ptr, AMAX, R, N, BLOCK: tl.constexpr):
+    """out = acc / 2**S in the output dtype (or the fp32 sums of the non-finite case)."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < N
+    scale, finite = _embed_scale(accf_ptr, AMAX, R)
+    if finite:
+        v = tl.load(acc_ptr + i, mask=ok, other=0).to(tl.float64) / scale
+    else:
+        v = tl.load(accf_ptr + 2 * i, mask=ok, other=0).to(tl.float64)
+    if out_ptr.dtype.element_ty != tl.float32:
+        v = v.to(tl.float32)  # then rounded once more (Triton's interpreter casts fp64 to bf16 wrongly)
+    tl.store(out_ptr + i, v.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_idx,
+                          I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                          SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """fp64: acc[index[r], :] += grad[r, :] by fp64 atomic adds (62-bit fixed point would be
+    coarser than fp64 sums)."""
+    idx, cols, m, g = _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1,
+                                  SI2, SI3, SG0, SG1, SG2, SG3, SGD, BLOCK_R, BLOCK_C)
+    g = g.to(tl.float64)
+    if SCALE:
+        cnt = tl.load(cnt_ptr + idx, mask=idx != padding_idx, other=1).to(tl.float64)
         g = g / cnt[:, None]
     tl.atomic_add(acc_ptr + idx[:, None] * D + cols[None, :], g, mask=m)
 
@@ -1165,31 +1241,41 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
         raise RuntimeError("embedding_dense_backward: grad_output must have one more dim than indices")
     D = grad_output.shape[-1]
     R = indices.numel()
-    dtype = grad_output.dtype
-    acc_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-    direct = dtype == acc_dtype
-    out = torch.zeros((num_weights, D), dtype=dtype, device=grad_output.device) if direct else \\
-        torch.empty((num_weights, D), dtype=dtype, device=grad_output.device)
-    acc = out if direct else torch.zeros((num_weights, D), dtype=acc_dtype, device=grad_output.device)
-    if R > 0 and D > 0 and num_weights > 0:
-        pad = 4 - nd
-        ishape = [1] * pad + list(indices.shape)
-        si = [0] * pad + list(indices.stride())
-        sg = [0] * pad + list(grad_output.stride()[:-1])
-        sgd = grad_output.stride(-1)
-        cnt = acc
-        if scale_grad_by_freq:
-            cnt = torch.zeros((num_weights,), dtype=torch.int32, device=grad_output.device)
-            block, warps = _block1(R)
-            _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *ishape[1:], *si,
-                                                    BLOCK=block, num_warps=warps)
-        block_r, block_c, warps = _tile2(R, D)
-        ncb = _cdiv(D, block_c)
-        _embed_bwd_kernel[(_cdiv(R, block_r) * ncb,)](
-            grad_output, indices, acc, cnt, R, D, ncb, padding_idx, *ishape[1:], *si, *sg, sgd,
-            SCALE=bool(scale_grad_by_freq), BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
-    if not direct:
-        _copy_into(out, acc)
+    dtype, device = grad_output.dtype, grad_output.device
+    if R == 0 or D == 0 or num_weights == 0:
+        return torch.zeros((num_weights, D), dtype=dtype, device=device)
+    pad = 4 - nd
+    geometry = ([1] * pad + list(indices.shape))[1:] + [0] * pad + list(indices.stride()) \
+        + [0] * pad + list(grad_output.stride()[:-1]) + [grad_output.stride(-1)]
+    cnt = indices  # read only when scaling by frequency
+    if scale_grad_by_freq:
+        cnt = torch.zeros((num_weights,), dtype=torch.int32, device=device)
+        block, warps = _block1(R)
+        _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *geometry[:7],
+                                                BLOCK=block, num_warps=warps)
+    block_r, block_c, warps = _tile2(R, D)
+    ncb = _cdiv(D, block_c)
+    grid = (_cdiv(R, block_r) * ncb,)
+    if dtype == torch.float64:
+        out = torch.zeros((num_weights, D), dtype=dtype, device=device)
+        _embed_bwd_f64_kernel[grid](grad_output, indices, out, cnt, R, D, ncb, padding_idx,
+                                    *geometry, SCALE=bool(scale_grad_by_freq), BLOCK_R=block_r,
+                                    BLOCK_C=block_c, num_warps=warps)
+        return out
+    # int64 sums, and one more word whose low half holds max |grad| as fp32
+    n = num_weights * D
+    acc = torch.zeros((n + 1,), dtype=torch.int64, device=device)
+    accf = acc.view(torch.float32)
+    amax = 2 * n
+    _embed_amax_kernel[grid](grad_output, indices, accf, amax, R, D, ncb, padding_idx, *geometry,
+                             BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
+    _embed_bwd_kernel[grid](grad_output, indices, acc, accf, cnt, amax, R, D, ncb, padding_idx,
+                            *geometry, SCALE=bool(scale_grad_by_freq), BLOCK_R=block_r,
+                            BLOCK_C=block_c, num_warps=warps)
+    out = torch.empty((num_weights, D), dtype=dtype, device=device)
+    block, warps = _block1(n)
+    _embed_out_kernel[(_cdiv(n, block),)](acc, accf, out, amax, R, n, BLOCK=block,
+                                          num_warps=warps)
     return out
 '''
 
