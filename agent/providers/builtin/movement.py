@@ -1217,6 +1217,44 @@ def _embed_out_kernel(acc_ptr, accf_ptr, out_ptr, AMAX, R, N, BLOCK: tl.constexp
 
 
 @triton.jit
+def _embed_chunks_kernel(g_ptr, idx_ptr, out_ptr, R, D, padding_idx,
+                         I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                         CHUNK: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Eager's arithmetic for few indices (CUDA's embedding_backward_feature_kernel, up to 3072
+    indices): in index order, CHUNK rows at a time, the rows of a chunk that share a weight row
+    are summed in fp32 in index order, and that sum, rounded to the output dtype, is added to
+    the weight row in the output dtype (a rounding per chunk: for bf16 this differs from the
+    exact sum by more than the test tolerance, so an exact kernel fails where this one matches).
+    One program per BLOCK_C columns walks all the rows: no two programs touch the same element."""
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < D
+    i = tl.arange(0, CHUNK)
+    for c0 in range(0, R, CHUNK):
+        rows = c0 + i.to(tl.int64)
+        row_ok = rows < R
+        ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
+        idx = tl.load(idx_ptr + ioff, mask=row_ok, other=0).to(tl.int64)
+        live = row_ok & (idx != padding_idx)
+        m = live[:, None] & col_ok[None, :]
+        g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0).to(tl.float32)
+        same = (idx[:, None] == idx[None, :]) & live[:, None] & live[None, :]
+        earlier = tl.sum((same & (i[None, :] < i[:, None])).to(tl.int32), axis=1) > 0
+        total = g
+        for j in tl.static_range(CHUNK):  # each row's later peers, one at a time, in order
+            g_j = tl.sum(tl.where(i[:, None] == j, g, 0.0), axis=0)
+            idx_j = tl.sum(tl.where(i == j, idx, 0), axis=0)
+            live_j = tl.sum(tl.where(i == j, live.to(tl.int32), 0), axis=0) > 0
+            peer = live & live_j & (idx == idx_j) & (i < j)
+            total = tl.where(peer[:, None], total + g_j[None, :], total)
+        lead = m & ~earlier[:, None]
+        dst = out_ptr + idx[:, None] * D + cols[None, :]
+        cur = tl.load(dst, mask=lead, other=0).to(tl.float32)
+        step = total.to(out_ptr.dtype.element_ty).to(tl.float32)
+        tl.store(dst, (cur + step).to(out_ptr.dtype.element_ty), mask=lead)
+        tl.debug_barrier()  # the next chunk's leaders read what this one stored
+
+
+@triton.jit
 def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_idx,
                           I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
                           SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
@@ -1229,6 +1267,12 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
         cnt = tl.load(cnt_ptr + idx, mask=idx != padding_idx, other=1).to(tl.float64)
         g = g / cnt[:, None]
     tl.atomic_add(acc_ptr + idx[:, None] * D + cols[None, :], g, mask=m)
+
+
+# CUDA eager sums up to this many indices (without scale_grad_by_freq) chunk by chunk, rounding
+# to the output dtype per chunk; `_embed_chunks_kernel` does the same, _CHUNK_COLS columns a program
+_EAGER_FEATURE_MAX = 3072
+_CHUNK_COLS = 32
 
 
 def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
@@ -1253,6 +1297,12 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
         block, warps = _block1(R)
         _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *geometry[:7],
                                                 BLOCK=block, num_warps=warps)
+    if R <= _EAGER_FEATURE_MAX and not scale_grad_by_freq and dtype != torch.float64:
+        out = torch.zeros((num_weights, D), dtype=dtype, device=device)
+        _embed_chunks_kernel[(_cdiv(D, _CHUNK_COLS),)](grad_output, indices, out, R, D,
+                                                       padding_idx, *geometry, CHUNK=32,
+                                                       BLOCK_C=_CHUNK_COLS, num_warps=2)
+        return out
     block_r, block_c, warps = _tile2(R, D)
     ncb = _cdiv(D, block_c)
     grid = (_cdiv(R, block_r) * ncb,)
