@@ -1236,16 +1236,22 @@ def _embed_chunks_kernel(g_ptr, idx_ptr, out_ptr, R, D, padding_idx,
         idx = tl.load(idx_ptr + ioff, mask=row_ok, other=0).to(tl.int64)
         live = row_ok & (idx != padding_idx)
         m = live[:, None] & col_ok[None, :]
-        g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0).to(tl.float32)
-        same = (idx[:, None] == idx[None, :]) & live[:, None] & live[None, :]
-        earlier = tl.sum((same & (i[None, :] < i[:, None])).to(tl.int32), axis=1) > 0
-        total = g
-        for j in tl.static_range(CHUNK):  # each row's later peers, one at a time, in order
-            g_j = tl.sum(tl.where(i[:, None] == j, g, 0.0), axis=0)
-            idx_j = tl.sum(tl.where(i == j, idx, 0), axis=0)
-            live_j = tl.sum(tl.where(i == j, live.to(tl.int32), 0), axis=0) > 0
-            peer = live & live_j & (idx == idx_j) & (i < j)
-            total = tl.where(peer[:, None], total + g_j[None, :], total)
+        total = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0)
+        total = total.to(tl.float32)
+        earlier = i < 0  # whether an earlier row of the chunk shares the weight row
+        # each row's later peers added one at a time, in order; row j is loaded again (from
+        # cache) rather than taken out of the tile, which would cost a reduction per step
+        for j in tl.static_range(CHUNK):
+            r_j = tl.full([1], j, tl.int64) + c0
+            ok_j = r_j < R
+            ioff_j, goff_j = _embed_rows(r_j, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
+            idx_j = tl.load(idx_ptr + ioff_j, mask=ok_j, other=0).to(tl.int64)
+            live_j = ok_j & (idx_j != padding_idx)
+            g_j = tl.load(g_ptr + goff_j + cols * SGD, mask=col_ok & live_j, other=0)
+            match = live & live_j & (idx == idx_j)
+            total = tl.where((match & (i < j))[:, None], total + g_j.to(tl.float32)[None, :],
+                             total)
+            earlier = earlier | (match & (i > j))
         lead = m & ~earlier[:, None]
         dst = out_ptr + idx[:, None] * D + cols[None, :]
         cur = tl.load(dst, mask=lead, other=0).to(tl.float32)
