@@ -1154,6 +1154,20 @@ def _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1, SI
 
 
 @triton.jit
+def _embed_terms(g_ptr, idx_ptr, cnt_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1, SI2,
+                 SI3, SG0, SG1, SG2, SG3, SGD, SCALE: tl.constexpr, BLOCK_R: tl.constexpr,
+                 BLOCK_C: tl.constexpr):
+    """`_embed_tile` with the grads as fp64 terms, divided by their row's count when SCALE."""
+    idx, cols, m, g = _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1,
+                                  SI2, SI3, SG0, SG1, SG2, SG3, SGD, BLOCK_R, BLOCK_C)
+    g = g.to(tl.float64)
+    if SCALE:
+        cnt = tl.load(cnt_ptr + idx, mask=idx != padding_idx, other=1).to(tl.float64)
+        g = g / cnt[:, None]
+    return idx, cols, m, g
+
+
+@triton.jit
 def _embed_amax_kernel(g_ptr, idx_ptr, accf_ptr, AMAX, R, D, NCB, padding_idx,
                        I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
                        BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
@@ -1187,12 +1201,9 @@ def _embed_bwd_kernel(g_ptr, idx_ptr, acc_ptr, accf_ptr, cnt_ptr, AMAX, R, D, NC
     additions give the same sum in any order, so the result is deterministic and, to 2**-S per
     term, exact. With a NaN or infinity among the grads, fp32 atomic adds into acc's memory
     instead (accf, its low words), which carry them as eager does."""
-    idx, cols, m, g = _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1,
-                                  SI2, SI3, SG0, SG1, SG2, SG3, SGD, BLOCK_R, BLOCK_C)
-    g = g.to(tl.float64)
-    if SCALE:
-        cnt = tl.load(cnt_ptr + idx, mask=idx != padding_idx, other=1).to(tl.float64)
-        g = g / cnt[:, None]
+    idx, cols, m, g = _embed_terms(g_ptr, idx_ptr, cnt_ptr, R, D, NCB, padding_idx, I1, I2, I3,
+                                   SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, SCALE, BLOCK_R,
+                                   BLOCK_C)
     scale, finite = _embed_scale(accf_ptr, AMAX, R)
     slot = idx[:, None] * D + cols[None, :]
     if finite:
@@ -1266,12 +1277,9 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
                           SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """fp64: acc[index[r], :] += grad[r, :] by fp64 atomic adds (62-bit fixed point would be
     coarser than fp64 sums)."""
-    idx, cols, m, g = _embed_tile(g_ptr, idx_ptr, R, D, NCB, padding_idx, I1, I2, I3, SI0, SI1,
-                                  SI2, SI3, SG0, SG1, SG2, SG3, SGD, BLOCK_R, BLOCK_C)
-    g = g.to(tl.float64)
-    if SCALE:
-        cnt = tl.load(cnt_ptr + idx, mask=idx != padding_idx, other=1).to(tl.float64)
-        g = g / cnt[:, None]
+    idx, cols, m, g = _embed_terms(g_ptr, idx_ptr, cnt_ptr, R, D, NCB, padding_idx, I1, I2, I3,
+                                   SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, SCALE, BLOCK_R,
+                                   BLOCK_C)
     tl.atomic_add(acc_ptr + idx[:, None] * D + cols[None, :], g, mask=m)
 
 
