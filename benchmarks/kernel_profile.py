@@ -8,7 +8,9 @@ numbers per side (eager / kernel), in µs per call:
   flushed   the evaluator's measure (L2 flush, then events around one call);
   stream    events around 50 back-to-back calls / 50 (host-bound calls show their host time here);
   host      wall time of 50 calls without a sync / 50 (the wrapper's Python + launch cost);
-  device    sum of GPU kernel durations per call from torch.profiler (what the GPU really ran).
+  device    sum of GPU kernel durations per call from torch.profiler (what the GPU really ran),
+            and below it the kernels themselves, by name, with their µs per call (which library
+            path eager took, and every launch of ours).
 This runs the kernels in this process: only for kernels you trust (your own kept kernels).
 Diagnostic only; speed claims come from evaluations (docs/BENCHMARKS.md).
 """
@@ -74,12 +76,16 @@ def _measure(fn: Any, flush: torch.Tensor) -> dict[str, float]:
         for _ in range(10):
             fn()
         torch.cuda.synchronize()
-    device = sum(evt.device_time_total for evt in prof.key_averages() if evt.device_time_total) / 10
+    kernels = [evt for evt in prof.key_averages() if evt.device_time_total]
+    device = sum(evt.device_time_total for evt in kernels) / 10
     return {
         "flushed": statistics.median(flushed),
         "stream": stream,
         "host": host,
         "device": device,
+        # which GPU kernels one call runs and their µs per call: tells a cuDNN/cuBLAS call, an
+        # extra copy or fill, or a second launch apart (eager's side too)
+        "kernels": {evt.key[:80]: round(evt.device_time_total / 10, 2) for evt in kernels},
     }
 
 
@@ -128,6 +134,8 @@ def main() -> None:
                 f"{oc.op:34} {case.serialize()[:60]:60} | {fmt(eager):32} | {fmt(kernel)}",
                 flush=True,
             )
+            for side, m in (("eager", eager), ("kernel", kernel)):
+                print(f"    {side} kernels: {m['kernels']}", flush=True)
 
 
 if __name__ == "__main__":
