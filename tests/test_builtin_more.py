@@ -320,7 +320,10 @@ REPLANNED = [
     ("index_put.default", "((T([7, 5], bf16), [T([4], i64)], T([4, 5], bf16), False), {})"),
     ("upsample_bilinear2d.default", "((T([2, 3, 5, 4], f32), [9, 7], False), {})"),
     ("nll_loss_forward.default", "((T([6, 5], f32), T([6], i64), None, 0, -100), {})"),
-    ("native_group_norm.default", "((T([2, 6, 3, 3], f32), T([6], f32), T([6], f32), 2, 6, 9, 3, 1e-05), {})"),
+    (
+        "native_group_norm.default",
+        "((T([2, 6, 3, 3], f32), T([6], f32), T([6], f32), 2, 6, 9, 3, 1e-05), {})",
+    ),
 ]
 
 

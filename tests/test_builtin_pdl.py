@@ -101,7 +101,9 @@ def _pdl_launch_targets(tree: ast.Module, kernels: set[str]) -> set[str]:
             elif isinstance(func, ast.Name) and func.id in aliases:
                 targets.add(aliases[func.id])
             else:
-                raise AssertionError(f"a dependent launch of an unknown kernel: {ast.unparse(node)}")
+                raise AssertionError(
+                    f"a dependent launch of an unknown kernel: {ast.unparse(node)}"
+                )
     return targets
 
 
