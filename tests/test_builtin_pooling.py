@@ -237,19 +237,6 @@ def _launched_kernels(op: str, text: str, cases: list[TestCase]) -> list[str]:
         return [plan[2].__name__ if plan[2] is not None else "" for plan in plans.values()]
 
 
-def test_avg_pool_backward_tile_path_matches_eager() -> None:
-    op = "avg_pool2d_backward.default"
-    cases = [parse_case(c) for c in TILE_CASES]
-    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
-
-
-def test_avg_pool_backward_tile_path_int64_offsets_match_eager() -> None:
-    op = "avg_pool2d_backward.default"
-    cases = [parse_case(c) for c in TILE_CASES[:4]]
-    text = _force_int64_offsets(_write(op, cases))
-    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
-
-
 def test_avg_pool_backward_takes_the_tile_kernel_only_for_exact_dense_windows() -> None:
     op = "avg_pool2d_backward.default"
     cases = [parse_case(c) for c in TILE_CASES]
@@ -263,19 +250,6 @@ def test_avg_pool_backward_tile_switch_off_uses_the_gather_kernel() -> None:
     cases = [parse_case(c) for c in TILE_CASES[:2]]
     text = _write(op, cases).replace("_AVG_POOL_BWD_TILE = True", "_AVG_POOL_BWD_TILE = False")
     assert set(_launched_kernels(op, text, cases)) == {"_avg_pool_bwd_kernel"}
-
-
-def test_max_pool_backward_stride2_path_matches_eager() -> None:
-    op = "max_pool2d_with_indices_backward.default"
-    cases = [parse_case(c) for c in S2_CASES]
-    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
-
-
-def test_max_pool_backward_stride2_path_int64_offsets_match_eager() -> None:
-    op = "max_pool2d_with_indices_backward.default"
-    cases = [parse_case(c) for c in S2_CASES[:6]]
-    text = _force_int64_offsets(_write(op, cases))
-    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
 
 
 def test_max_pool_backward_takes_the_stride2_kernels_only_for_stride_2() -> None:
@@ -314,19 +288,6 @@ def _outputs(op: str, text: str, cases: list[TestCase], gpu_blocks: bool = False
             args, kwargs = _evaluator_inputs(op, case, torch.Generator().manual_seed(index))
             results.append(kernel(*args, **kwargs))
         return results
-
-
-def test_max_pool_backward_stride2_vec_path_matches_eager() -> None:
-    op = "max_pool2d_with_indices_backward.default"
-    cases = [parse_case(c) for c in S2_VEC_CASES]
-    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
-
-
-def test_max_pool_backward_stride2_vec_path_int64_offsets_match_eager() -> None:
-    op = "max_pool2d_with_indices_backward.default"
-    cases = [parse_case(c) for c in S2_VEC_CASES[:9]]
-    text = _force_int64_offsets(_write(op, cases))
-    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
 
 
 @pytest.mark.parametrize("rows", [1, 2])
@@ -390,3 +351,27 @@ def test_avg_pool_tile_switch_off_uses_the_flat_kernel_and_both_off_the_generic_
     assert set(_launched_kernels(op, text, cases)) == {"_avg_pool_flat_kernel"}
     text = text.replace("_AVG_POOL_FLAT = True", "_AVG_POOL_FLAT = False")
     assert set(_launched_kernels(op, text, cases)) == {"_avg_pool_kernel"}
+
+
+# The special-purpose paths, each on its own cases: (name, op, cases, how many of them also run
+# with every launch forced onto its int64-offset path)
+PATHS = [
+    ("avg_pool_backward_tile", "avg_pool2d_backward.default", TILE_CASES, 4),
+    ("max_pool_backward_stride2", "max_pool2d_with_indices_backward.default", S2_CASES, 6),
+    ("max_pool_backward_stride2_vec", "max_pool2d_with_indices_backward.default", S2_VEC_CASES, 9),
+]
+
+
+@pytest.mark.parametrize(("name", "op", "texts", "wide"), PATHS, ids=[p[0] for p in PATHS])
+def test_special_path_matches_eager(name: str, op: str, texts: list[str], wide: int) -> None:
+    cases = [parse_case(c) for c in texts]
+    assert run_generated(op, _write(op, cases), cases, make_args=_evaluator_inputs) == []
+
+
+@pytest.mark.parametrize(("name", "op", "texts", "wide"), PATHS, ids=[p[0] for p in PATHS])
+def test_special_path_int64_offsets_match_eager(
+    name: str, op: str, texts: list[str], wide: int
+) -> None:
+    cases = [parse_case(c) for c in texts[:wide]]
+    text = _force_int64_offsets(_write(op, cases))
+    assert run_generated(op, text, cases, make_args=_evaluator_inputs) == []
