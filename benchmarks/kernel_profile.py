@@ -1,7 +1,7 @@
 """Where a kept kernel's time goes on the GPU: host (Python wrapper + launch) vs device.
 
     python benchmarks/kernel_profile.py KERNELS_DIR --ops sqrt.default,mm.default [--cases 3]
-        [--largest] [--out profile.jsonl]
+        [--largest] [--match TEXT] [--out profile.jsonl]
 
 For each operator (default: every kernel in KERNELS_DIR) and its first torchbench cases, four
 numbers per side (eager / kernel), in µs per call:
@@ -97,6 +97,7 @@ def main() -> None:
     ap.add_argument(
         "--largest", action="store_true", help="take the operator's largest cases (by bytes) first"
     )
+    ap.add_argument("--match", default="", help="only cases whose serialized text contains this")
     ap.add_argument("--out", type=Path, default=None, help="also write JSON lines here")
     args = ap.parse_args()
     if args.ops:
@@ -117,6 +118,7 @@ def main() -> None:
             continue
         packet = aten_overload(oc.op)
         cases = sorted(oc.cases, key=lambda c: -c.total_bytes()) if args.largest else oc.cases
+        cases = [c for c in cases if args.match in c.serialize()]
         for case in cases[: args.cases]:
             a, kw = materialize(oc.op, case, "cuda", 1)
             b = [x.clone() if isinstance(x, torch.Tensor) else x for x in a]

@@ -637,3 +637,56 @@ def test_softmax_const_length_rows_compile_for_an_sm90_gpu() -> None:
         text = _write(softmax, op, cases)
         batch += [(op, _with_constants(text, **knobs), cases) for knobs in CONST_ROW_KNOBS[:3]]
     assert_compiles_for_sm90(batch)
+
+
+def _eager_cuda_bn_backward(go, x, w, mean, istd, round_terms: bool):
+    """CUDA eager's training-mode batch norm backward, step by step in float64 (its fp32 sums
+    are exact enough here): each term g*(x-mean) passes through x's dtype when round_terms."""
+    g = go.double()
+    xc = x.double() - mean.double().view(1, -1, 1, 1)
+    terms = g * xc
+    if round_terms:
+        terms = (go.float() * (x.float() - mean.view(1, -1, 1, 1))).to(x.dtype).double()
+    n = go.numel() // go.shape[1]
+    dims = (0, 2, 3)
+    dot, gsum = terms.sum(dims), g.sum(dims)
+    s = istd.double().view(1, -1, 1, 1)
+    proj = xc * (dot / n).view(1, -1, 1, 1) * s * s
+    dx = (g - proj - (gsum / n).view(1, -1, 1, 1)) * s * w.double().view(1, -1, 1, 1)
+    return dx, dot * istd.double(), gsum
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_batch_norm_backward_half_rounds_grad_weight_terms_like_cuda_eager(
+    channels_last: bool,
+) -> None:
+    """f16 NCHW: CUDA eager rounds each g*(x-mean) to f16 before its fp32 sum (the H200 failed
+    bf16 cases by ~3 on grad_weight without this); channels-last inputs take eager's other
+    kernels, which do not round."""
+    import tempfile
+    from pathlib import Path
+
+    op = "native_batch_norm_backward.default"
+    case = parse_case(
+        "((T([4, 3, 40, 40], f16), T([4, 3, 40, 40], f16), T([3], f32), T([3], f32), T([3], f32),"
+        " T([3], f32), T([3], f32), True, 1e-05, [True, True, True]), {})"
+    )
+    gen = torch.Generator().manual_seed(3)
+    go = (torch.randn(4, 3, 40, 40, generator=gen) * 4).half()
+    x = (torch.randn(4, 3, 40, 40, generator=gen) * 8 + 2).half()
+    w = torch.rand(3, generator=gen) + 0.5
+    mean = torch.randn(3, generator=gen)
+    istd = torch.rand(3, generator=gen) + 0.5
+    if channels_last:
+        go = go.contiguous(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    want_dx, want_dw, want_db = _eager_cuda_bn_backward(go, x, w, mean, istd, not channels_last)
+    _, other_dw, _ = _eager_cuda_bn_backward(go, x, w, mean, istd, channels_last)
+    # the two ways of summing differ by far more than the tolerance below
+    assert (other_dw - want_dw).abs().max() > 0.05
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = load_kernel(op, _write(norm, op, [case]), Path(tmp))
+        dx, dw, db = kernel(go, x, w, None, None, mean, istd, True, 1e-5, [True, True, True])
+    torch.testing.assert_close(dw.double(), want_dw, rtol=1e-5, atol=1e-3)
+    torch.testing.assert_close(db.double(), want_db, rtol=1e-5, atol=1e-3)
+    torch.testing.assert_close(dx.double(), want_dx, rtol=1e-2, atol=1e-2)

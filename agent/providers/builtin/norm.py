@@ -439,10 +439,12 @@ _BN = '''
 
 @triton.jit
 def _bn_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW, NB_PER, J_PER, SJ, S,
-                 BACKWARD: tl.constexpr, ACC: tl.constexpr,
+                 BACKWARD: tl.constexpr, ACC: tl.constexpr, ROUND_TERMS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_J: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Per (channel, slice): forward -> sums of x-x0 and (x-x0)^2 (x0 = the channel's first
-    element); backward -> sums of g and g*(x-mean). PDL_NEXT: the channel launch may start now."""
+    element); backward -> sums of g and g*(x-mean), each term g*(x-mean) rounded to x's dtype
+    first when ROUND_TERMS (as CUDA eager does, see _eager_rounds_terms). PDL_NEXT: the channel
+    launch may start now."""
     _pdl_enter(False, PDL_NEXT)
     c = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
@@ -468,7 +470,10 @@ def _bn_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW, NB_PER, J_PER, SJ, 
             if BACKWARD:
                 g = tl.load(g_ptr + row + j[None, :], mask=m, other=0).to(ACC)
                 a1 += g
-                a2 += g * d
+                if ROUND_TERMS:
+                    a2 += (g * d).to(x_ptr.dtype.element_ty).to(ACC)
+                else:
+                    a2 += g * d
             else:
                 a1 += d
                 a2 += d * d
@@ -592,6 +597,23 @@ def _bn_geometry(x):
     return N, C, HW
 
 
+def _eager_rounds_terms(x):
+    """Whether CUDA eager's batch norm backward rounds each term g*(x-mean) of grad_weight's sum
+    to x's dtype: its NCHW kernels (fused and reduce-only) build the per-element pair through
+    `Float2(input_scalar_t, input_scalar_t)`, so for f16/bf16 inputs the fp32 product passes
+    through the input dtype before the fp32 sum. Its channels-last kernels sum fp32 products.
+    On bf16 [32,256,14,14] this moves grad_weight by ~3 against float64; matching it is what
+    passing against eager takes (H200 profile: `batch_norm_backward_kernel<bf16, float, ...>`)."""
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        return False
+    channels_last = (
+        (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last))
+        or (x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d))
+        or (x.is_contiguous() and x.dim() > 1 and x.stride(1) == 1)
+    )
+    return not channels_last
+
+
 def _bn_plan(x, N, C, HW):
     """Split each channel's (N, HW) plane over programs so that the GPU is busy."""
     small = _INTERPRET or _CONSERVATIVE
@@ -668,7 +690,8 @@ def _batch_norm_plan(input, weight, bias, running_mean, running_var, training):
     if training and not empty:
         S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
         partials = (_bn_partials[(C, S)], (N, C, HW, nb_per, j_per, sj, S),
-                    dict(BACKWARD=False, ACC=acc, BLOCK_N=block_n, BLOCK_J=block_j,
+                    dict(BACKWARD=False, ACC=acc, ROUND_TERMS=False, BLOCK_N=block_n,
+                         BLOCK_J=block_j,
                          PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j)))
     block_c = max(2, min(_pow2(C), 64))
     channel = _bn_channel[(_cdiv(C, block_c),)]
@@ -713,7 +736,8 @@ _BN_BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned on
 
 def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
                          save_invstd, train, eps, output_mask):
-    key = (input.shape, input.dtype, input.device, bool(train), tuple(bool(v) for v in output_mask),
+    key = (input.shape, input.dtype, input.device, _eager_rounds_terms(input), bool(train),
+           tuple(bool(v) for v in output_mask),
            weight is None, None if weight is None else weight.dtype, running_mean is None,
            running_var is None, save_mean is None, save_invstd is None)
     run = _BN_BWD_RUNS.get(key)
@@ -745,7 +769,8 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
         partials = _bn_partials[(C, S)]
         partials_ints = (N, C, HW, nb_per, j_per, sj, S)
-        partials_consts = dict(BACKWARD=True, ACC=acc, BLOCK_N=block_n, BLOCK_J=block_j,
+        partials_consts = dict(BACKWARD=True, ACC=acc, ROUND_TERMS=_eager_rounds_terms(input),
+                               BLOCK_N=block_n, BLOCK_J=block_j,
                                PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
         block_c = max(2, min(_pow2(C), 64))
         channel = _bn_channel[(_cdiv(C, block_c),)]
