@@ -386,9 +386,13 @@ def _feature_kernel_reference(grad, index, num_weights, padding_idx):
 
 # (not bf16 here: Triton's interpreter rounds fp32 to bf16 by truncation, the GPU to nearest)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_embedding_backward_with_few_indices_repeats_eager_cuda_arithmetic(dtype) -> None:
+@pytest.mark.parametrize("width", [24, 300])
+def test_embedding_backward_with_few_indices_repeats_eager_cuda_arithmetic(dtype, width) -> None:
+    """Chunks in parallel, then each weight row's chunk sums added in index order: bit for bit
+    the sequential arithmetic, with chains across many chunks (20 weight rows, 150 indices) and
+    more columns than one program takes (300)."""
     gen = torch.Generator().manual_seed(2)
-    grad = (torch.randn(150, 24, generator=gen) * 30).to(dtype)
+    grad = (torch.randn(150, width, generator=gen) * 30).to(dtype)
     index = torch.randint(0, 20, (150,), generator=gen)
     index[40:52] = 7  # a chunk with many peers
     index[60] = 4  # the padding row below

@@ -1228,47 +1228,96 @@ def _embed_out_kernel(acc_ptr, accf_ptr, out_ptr, AMAX, R, N, BLOCK: tl.constexp
 
 
 @triton.jit
-def _embed_chunks_kernel(g_ptr, idx_ptr, out_ptr, R, D, padding_idx,
-                         I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                         CHUNK: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Eager's arithmetic for few indices (CUDA's embedding_backward_feature_kernel, up to 3072
-    indices): in index order, CHUNK rows at a time, the rows of a chunk that share a weight row
-    are summed in fp32 in index order, and that sum, rounded to the output dtype, is added to
-    the weight row in the output dtype (a rounding per chunk: for bf16 this differs from the
-    exact sum by more than the test tolerance, so an exact kernel fails where this one matches).
-    One program per BLOCK_C columns walks all the rows: no two programs touch the same element."""
-    cols = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
-    col_ok = cols < D
+def _embed_lead_kernel(g_ptr, idx_ptr, tmp_ptr, R, D, padding_idx,
+                       I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                       CHUNK: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Step 1 of eager's arithmetic for few indices (CUDA's embedding_backward_feature_kernel,
+    up to 3072 indices): per chunk of CHUNK rows, each row that is the first of the chunk with
+    its weight row (its leader) gets the fp32 sum, in index order, of the chunk's rows that
+    share that weight row, rounded to the output dtype: tmp[row] (other rows' tmp is unused).
+    Chunks are independent, so every (chunk, columns) pair is its own program."""
     i = tl.arange(0, CHUNK)
-    for c0 in range(0, R, CHUNK):
-        rows = c0 + i.to(tl.int64)
-        row_ok = rows < R
-        ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
-        idx = tl.load(idx_ptr + ioff, mask=row_ok, other=0).to(tl.int64)
-        live = row_ok & (idx != padding_idx)
-        m = live[:, None] & col_ok[None, :]
-        total = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0)
-        total = total.to(tl.float32)
-        earlier = i < 0  # whether an earlier row of the chunk shares the weight row
-        # each row's later peers added one at a time, in order; row j is loaded again (from
-        # cache) rather than taken out of the tile, which would cost a reduction per step
+    rows = tl.program_id(0).to(tl.int64) * CHUNK + i
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < D
+    row_ok = rows < R
+    ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
+    idx = tl.load(idx_ptr + ioff, mask=row_ok, other=0).to(tl.int64)
+    live = row_ok & (idx != padding_idx)
+    m = live[:, None] & col_ok[None, :]
+    total = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0).to(tl.float32)
+    peers = live[:, None] & live[None, :] & (idx[:, None] == idx[None, :]) & (i[:, None] < i[None, :])
+    if tl.max(tl.sum(peers.to(tl.int32), axis=1)) > 0:
+        # rows sharing a weight row (rare with many weights): each row's later peers added one
+        # at a time, in order; row j is loaded again (from cache) rather than taken out of the
+        # tile, which would cost a reduction per step
         for j in tl.static_range(CHUNK):
-            r_j = tl.full([1], j, tl.int64) + c0
+            r_j = tl.full([1], j, tl.int64) + tl.program_id(0).to(tl.int64) * CHUNK
             ok_j = r_j < R
             ioff_j, goff_j = _embed_rows(r_j, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
             idx_j = tl.load(idx_ptr + ioff_j, mask=ok_j, other=0).to(tl.int64)
             live_j = ok_j & (idx_j != padding_idx)
             g_j = tl.load(g_ptr + goff_j + cols * SGD, mask=col_ok & live_j, other=0)
-            match = live & live_j & (idx == idx_j)
-            total = tl.where((match & (i < j))[:, None], total + g_j.to(tl.float32)[None, :],
-                             total)
-            earlier = earlier | (match & (i > j))
-        lead = m & ~earlier[:, None]
-        dst = out_ptr + idx[:, None] * D + cols[None, :]
-        cur = tl.load(dst, mask=lead, other=0).to(tl.float32)
-        step = total.to(out_ptr.dtype.element_ty).to(tl.float32)
-        tl.store(dst, (cur + step).to(out_ptr.dtype.element_ty), mask=lead)
-        tl.debug_barrier()  # the next chunk's leaders read what this one stored
+            match = live & live_j & (idx == idx_j) & (i < j)
+            total = tl.where(match[:, None], total + g_j.to(tl.float32)[None, :], total)
+    tl.store(tmp_ptr + rows[:, None] * D + cols[None, :], total.to(tmp_ptr.dtype.element_ty),
+             mask=m)
+
+
+@triton.jit
+def _embed_link_kernel(idx_ptr, link_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3,
+                       CHUNK: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Step 2: the order in which leaders are added to their weight row. For each row r:
+    link[r] = the first row of a later chunk with r's weight row (that row is its chunk's
+    leader), or -1; link[R + r] = r's weight row when r is a leader and no earlier chunk has
+    its weight row (the head of the chain), else -1. Every row scans all R indices (R <= 3072)."""
+    r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    ok = r < R
+    ioff, _ = _embed_rows(r, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int64)
+    live = ok & (idx != padding_idx)
+    c_start = (r // CHUNK) * CHUNK
+    c_end = c_start + CHUNK
+    nxt = tl.full([BLOCK_R], R, tl.int64)
+    seen_before = tl.zeros([BLOCK_R], tl.int32)
+    for q0 in range(0, R, BLOCK_Q):
+        q = q0 + tl.arange(0, BLOCK_Q).to(tl.int64)
+        q_ok = q < R
+        qoff, _unused = _embed_rows(q, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+        idx_q = tl.load(idx_ptr + qoff, mask=q_ok, other=0).to(tl.int64)
+        eq = live[:, None] & q_ok[None, :] & (idx[:, None] == idx_q[None, :])
+        later = eq & (q[None, :] >= c_end[:, None])
+        nxt = tl.minimum(nxt, tl.min(tl.where(later, q[None, :], R), axis=1))
+        # an earlier chunk, or an earlier row of r's own chunk, has r's weight row
+        earlier = eq & (q[None, :] < r[:, None])
+        seen_before = tl.maximum(seen_before, tl.max(earlier.to(tl.int32), axis=1))
+    tl.store(link_ptr + r, tl.where(nxt < R, nxt, -1), mask=ok)
+    tl.store(link_ptr + R + r, tl.where(live & (seen_before == 0), idx, -1), mask=ok)
+
+
+@triton.jit
+def _embed_fold_kernel(tmp_ptr, link_ptr, out_ptr, R, D,
+                       BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Step 3: each chain's head walks its leaders in index order and adds their rounded sums
+    in the output dtype, as eager adds chunk after chunk: out[w] = dtype(out[w] + tmp[k])."""
+    r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < D
+    w = tl.load(link_ptr + R + r, mask=r < R, other=-1)
+    head = w >= 0
+    if tl.max(head.to(tl.int32)) > 0:
+        v = tl.load(tmp_ptr + r[:, None] * D + cols[None, :],
+                    mask=head[:, None] & col_ok[None, :], other=0).to(tl.float32)
+        k = tl.load(link_ptr + r, mask=head, other=-1)
+        while tl.max(k) >= 0:
+            on = k >= 0
+            kk = tl.where(on, k, 0)
+            t = tl.load(tmp_ptr + kk[:, None] * D + cols[None, :],
+                        mask=on[:, None] & col_ok[None, :], other=0).to(tl.float32)
+            v = tl.where(on[:, None], (v + t).to(out_ptr.dtype.element_ty).to(tl.float32), v)
+            k = tl.load(link_ptr + kk, mask=on, other=-1)
+        tl.store(out_ptr + w[:, None] * D + cols[None, :], v.to(out_ptr.dtype.element_ty),
+                 mask=head[:, None] & col_ok[None, :])
 
 
 @triton.jit
@@ -1284,9 +1333,9 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
 
 
 # CUDA eager sums up to this many indices (without scale_grad_by_freq) chunk by chunk, rounding
-# to the output dtype per chunk; `_embed_chunks_kernel` does the same, _CHUNK_COLS columns a program
+# to the output dtype per chunk; `_embed_lead_kernel`, `_embed_link_kernel` and
+# `_embed_fold_kernel` give the same result with every chunk in parallel
 _EAGER_FEATURE_MAX = 3072
-_CHUNK_COLS = 32
 
 
 def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
@@ -1313,9 +1362,16 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
                                                 BLOCK=block, num_warps=warps)
     if R <= _EAGER_FEATURE_MAX and not scale_grad_by_freq and dtype != torch.float64:
         out = torch.zeros((num_weights, D), dtype=dtype, device=device)
-        _embed_chunks_kernel[(_cdiv(D, _CHUNK_COLS),)](grad_output, indices, out, R, D,
-                                                       padding_idx, *geometry, CHUNK=32,
-                                                       BLOCK_C=_CHUNK_COLS, num_warps=2)
+        tmp = torch.empty((R, D), dtype=dtype, device=device)
+        link = torch.empty((2 * R,), dtype=torch.int64, device=device)
+        bc = max(16, min(_pow2(D), 128))
+        _embed_lead_kernel[(_cdiv(R, 32), _cdiv(D, bc))](grad_output, indices, tmp, R, D,
+                                                         padding_idx, *geometry, CHUNK=32,
+                                                         BLOCK_C=bc, num_warps=4)
+        _embed_link_kernel[(_cdiv(R, 32),)](indices, link, R, padding_idx, *geometry[:7],
+                                            CHUNK=32, BLOCK_R=32, BLOCK_Q=128, num_warps=4)
+        _embed_fold_kernel[(_cdiv(R, 16), _cdiv(D, bc))](tmp, link, out, R, D, BLOCK_R=16,
+                                                         BLOCK_C=bc, num_warps=4)
         return out
     block_r, block_c, warps = _tile2(R, D)
     ncb = _cdiv(D, block_c)
