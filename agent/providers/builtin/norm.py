@@ -439,12 +439,10 @@ _BN = '''
 
 @triton.jit
 def _bn_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW, NB_PER, J_PER, SJ, S,
-                 BACKWARD: tl.constexpr, ACC: tl.constexpr, ROUND_TERMS: tl.constexpr,
+                 BACKWARD: tl.constexpr, ACC: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_J: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Per (channel, slice): forward -> sums of x-x0 and (x-x0)^2 (x0 = the channel's first
-    element); backward -> sums of g and g*(x-mean), each term g*(x-mean) rounded to x's dtype
-    first when ROUND_TERMS (as CUDA eager does, see _eager_rounds_terms). PDL_NEXT: the channel
-    launch may start now."""
+    element); backward -> sums of g and g*(x-mean). PDL_NEXT: the channel launch may start now."""
     _pdl_enter(False, PDL_NEXT)
     c = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
@@ -470,16 +468,83 @@ def _bn_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW, NB_PER, J_PER, SJ, 
             if BACKWARD:
                 g = tl.load(g_ptr + row + j[None, :], mask=m, other=0).to(ACC)
                 a1 += g
-                if ROUND_TERMS:
-                    a2 += (g * d).to(x_ptr.dtype.element_ty).to(ACC)
-                else:
-                    a2 += g * d
+                a2 += g * d
             else:
                 a1 += d
                 a2 += d * d
     slot = (c * S + s) * 2
     tl.store(part_ptr + slot, tl.sum(tl.sum(a1, axis=1), axis=0))
     tl.store(part_ptr + slot + 1, tl.sum(tl.sum(a2, axis=1), axis=0))
+
+
+@triton.jit
+def _bn_halve(v, DT: tl.constexpr, W: tl.constexpr, L: tl.constexpr):
+    """One shuffle-down step of a warp reduction over v [W warps, L lanes]: lane i < L/2 gets
+    v[i] + v[i + L/2], the received value passed through DT first (see _bn_eager_partials)."""
+    lo, hi = tl.split(tl.permute(tl.reshape(v, [W, 2, L // 2]), [0, 2, 1]))
+    return lo + hi.to(DT).to(tl.float32)
+
+
+@triton.jit
+def _bn_warp_sums(v, DT: tl.constexpr, W: tl.constexpr):
+    """[W, 32] -> [W, 1]: each warp's shuffle-down reduction, lane 0's result."""
+    v = _bn_halve(_bn_halve(v, DT, W, 32), DT, W, 16)
+    v = _bn_halve(_bn_halve(v, DT, W, 8), DT, W, 4)
+    return _bn_halve(v, DT, W, 2)
+
+
+@triton.jit
+def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
+                       TX: tl.constexpr, TY: tl.constexpr, PDL_NEXT: tl.constexpr):
+    """Per channel, CUDA eager's backward sums of g and g*(x-mean) for f16/bf16 NCHW inputs,
+    step by step (one program per channel, as eager's one block per plane):
+    - thread (tx, ty) of a TX x TY block sums, in fp32, the elements of batches ty, ty+TY, ...
+      and positions tx, tx+TX, ... (batch outer, position inner), each term passed through the
+      input dtype first (eager builds each pair with `Float2(input_t, input_t)`);
+    - the block's reduction then halves each warp's 32 lanes five times, and the warps' results
+      the same way in one warp, every value received by a shuffle again passing through the
+      input dtype (its `warp_shfl_down` rebuilds the pair with the same constructor).
+    These roundings move grad_weight and grad_bias by a few units at bf16 (H200, [32,128,28,28]:
+    eager off float64 by 6.1); only the same steps agree with eager."""
+    _pdl_enter(False, PDL_NEXT)
+    DT: tl.constexpr = x_ptr.dtype.element_ty
+    W: tl.constexpr = TX * TY // 32
+    c = tl.program_id(0).to(tl.int64)
+    ty = tl.arange(0, TY)
+    tx = tl.arange(0, TX)
+    shift = tl.load(mean_ptr + c).to(tl.float32)
+    a1 = tl.zeros([TY, TX], tl.float32)
+    a2 = tl.zeros([TY, TX], tl.float32)
+    for b0 in range(0, N, TY):
+        b = b0 + ty
+        row = (b.to(tl.int64) * C + c) * HW
+        for x0 in range(0, HW, TX):
+            j = x0 + tx
+            m = (b[:, None] < N) & (j[None, :] < HW)
+            offs = row[:, None] + j[None, :]
+            g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
+            x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
+            a1 += g
+            a2 += (g * (x - shift)).to(DT).to(tl.float32)
+    v1 = tl.reshape(a1, [W, 32])  # thread id tx + ty * TX: warp, lane
+    v2 = tl.reshape(a2, [W, 32])
+    v1 = tl.reshape(_bn_warp_sums(v1, DT, W), [1, W])
+    v2 = tl.reshape(_bn_warp_sums(v2, DT, W), [1, W])
+    # the second warp reduction: lanes past W hold zeros, and adding them changes nothing
+    if W >= 16:
+        v1 = _bn_halve(v1, DT, 1, 16)
+        v2 = _bn_halve(v2, DT, 1, 16)
+    if W >= 8:
+        v1 = _bn_halve(v1, DT, 1, 8)
+        v2 = _bn_halve(v2, DT, 1, 8)
+    if W >= 4:
+        v1 = _bn_halve(v1, DT, 1, 4)
+        v2 = _bn_halve(v2, DT, 1, 4)
+    if W >= 2:
+        v1 = _bn_halve(v1, DT, 1, 2)
+        v2 = _bn_halve(v2, DT, 1, 2)
+    tl.store(part_ptr + c * 2, tl.sum(tl.sum(v1, axis=1), axis=0))
+    tl.store(part_ptr + c * 2 + 1, tl.sum(tl.sum(v2, axis=1), axis=0))
 
 
 @triton.jit
@@ -598,12 +663,8 @@ def _bn_geometry(x):
 
 
 def _eager_rounds_terms(x):
-    """Whether CUDA eager's batch norm backward rounds each term g*(x-mean) of grad_weight's sum
-    to x's dtype: its NCHW kernels (fused and reduce-only) build the per-element pair through
-    `Float2(input_scalar_t, input_scalar_t)`, so for f16/bf16 inputs the fp32 product passes
-    through the input dtype before the fp32 sum. Its channels-last kernels sum fp32 products.
-    On bf16 [32,256,14,14] this moves grad_weight by ~3 against float64; matching it is what
-    passing against eager takes (H200 profile: `batch_norm_backward_kernel<bf16, float, ...>`)."""
+    """Whether CUDA eager's batch norm backward sums in f16/bf16 steps (`_bn_eager_partials`):
+    its NCHW kernels for f16/bf16 inputs do; its channels-last kernels sum in fp32."""
     if x.dtype not in (torch.float16, torch.bfloat16):
         return False
     channels_last = (
@@ -612,6 +673,17 @@ def _eager_rounds_terms(x):
         or (x.is_contiguous() and x.dim() > 1 and x.stride(1) == 1)
     )
     return not channels_last
+
+
+def _eager_block(N, HW, fused):
+    """(TX, TY): the thread block CUDA eager reduces one channel with. The fused backward
+    (grad_input wanted): getNumThreads(HW) x 512/that; the reduce-only kernel: min(lastPow2(N),
+    16) rows and min(getNumThreads(HW), 512/rows) columns."""
+    tx = next((t for t in (32, 64, 128, 256) if HW <= t), 512)
+    if fused:
+        return tx, max(1, 512 // tx)
+    ty = min(1 << (max(N, 1).bit_length() - 1), 16)
+    return min(tx, 512 // ty), ty
 
 
 def _bn_plan(x, N, C, HW):
@@ -690,8 +762,7 @@ def _batch_norm_plan(input, weight, bias, running_mean, running_var, training):
     if training and not empty:
         S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
         partials = (_bn_partials[(C, S)], (N, C, HW, nb_per, j_per, sj, S),
-                    dict(BACKWARD=False, ACC=acc, ROUND_TERMS=False, BLOCK_N=block_n,
-                         BLOCK_J=block_j,
+                    dict(BACKWARD=False, ACC=acc, BLOCK_N=block_n, BLOCK_J=block_j,
                          PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j)))
     block_c = max(2, min(_pow2(C), 64))
     channel = _bn_channel[(_cdiv(C, block_c),)]
@@ -766,12 +837,18 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
     empty = N * C * HW == 0
     pdl1, pdl2 = (_BN_PDL >= level and _pdl_ok(dev) for level in (1, 2))
     if not empty:
-        S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
-        partials = _bn_partials[(C, S)]
-        partials_ints = (N, C, HW, nb_per, j_per, sj, S)
-        partials_consts = dict(BACKWARD=True, ACC=acc, ROUND_TERMS=_eager_rounds_terms(input),
-                               BLOCK_N=block_n, BLOCK_J=block_j,
-                               PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
+        if _eager_rounds_terms(input):
+            S = 1
+            tx, ty = _eager_block(N, HW, want_dx)
+            partials = _bn_eager_partials[(C,)]
+            partials_ints = (N, C, HW)
+            partials_consts = dict(TX=tx, TY=ty, PDL_NEXT=pdl1, num_warps=4)
+        else:
+            S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
+            partials = _bn_partials[(C, S)]
+            partials_ints = (N, C, HW, nb_per, j_per, sj, S)
+            partials_consts = dict(BACKWARD=True, ACC=acc, BLOCK_N=block_n, BLOCK_J=block_j,
+                                   PDL_NEXT=pdl1, num_warps=_warps(block_n * block_j))
         block_c = max(2, min(_pow2(C), 64))
         channel = _bn_channel[(_cdiv(C, block_c),)]
         channel_consts = dict(
