@@ -495,7 +495,8 @@ def _bn_warp_sums(v, DT: tl.constexpr, W: tl.constexpr):
 
 @triton.jit
 def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
-                       TX: tl.constexpr, TY: tl.constexpr, PDL_NEXT: tl.constexpr):
+                       TX: tl.constexpr, TY: tl.constexpr, STAGES: tl.constexpr,
+                       PDL_NEXT: tl.constexpr):
     """Per channel, CUDA eager's backward sums of g and g*(x-mean) for f16/bf16 NCHW inputs,
     step by step (one program per channel, as eager's one block per plane):
     - thread (tx, ty) of a TX x TY block sums, in fp32, the elements of batches ty, ty+TY, ...
@@ -515,7 +516,7 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
     shift = tl.load(mean_ptr + c).to(tl.float32)
     a1 = tl.zeros([TY, TX], tl.float32)
     a2 = tl.zeros([TY, TX], tl.float32)
-    for b0 in range(0, N, TY):
+    for b0 in tl.range(0, N, TY, num_stages=STAGES):
         b = b0 + ty
         row = (b.to(tl.int64) * C + c) * HW
         for x0 in range(0, HW, TX):
@@ -723,6 +724,9 @@ def _bn_apply_plan(N, C, HW, backward, acc, pdl):
 # [32,128,28,28] f16 9.3 -> 19.6 us (and gave [16,128,32,32] 8.3 -> 7.3); level 1 is unmeasured
 # outside host-bound cases (docs/BENCHMARKS.md §16)
 _BN_PDL = 0
+# `_bn_eager_partials` launch: warps per channel program, software-pipelined batch loop stages
+_BN_EAGER_WARPS = 4
+_BN_EAGER_STAGES = 1
 _EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
 
 
@@ -842,7 +846,8 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
             tx, ty = _eager_block(N, HW, want_dx)
             partials = _bn_eager_partials[(C,)]
             partials_ints = (N, C, HW)
-            partials_consts = dict(TX=tx, TY=ty, PDL_NEXT=pdl1, num_warps=4)
+            partials_consts = dict(TX=tx, TY=ty, STAGES=_BN_EAGER_STAGES, PDL_NEXT=pdl1,
+                                   num_warps=_BN_EAGER_WARPS)
         else:
             S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
             partials = _bn_partials[(C, S)]
