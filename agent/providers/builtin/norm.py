@@ -495,8 +495,7 @@ def _bn_warp_sums(v, DT: tl.constexpr, W: tl.constexpr):
 
 @triton.jit
 def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
-                       TX: tl.constexpr, TY: tl.constexpr, STAGES: tl.constexpr,
-                       PDL_NEXT: tl.constexpr):
+                       TX: tl.constexpr, TY: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Per channel, CUDA eager's backward sums of g and g*(x-mean) for f16/bf16 NCHW inputs,
     step by step (one program per channel, as eager's one block per plane):
     - thread (tx, ty) of a TX x TY block sums, in fp32, the elements of batches ty, ty+TY, ...
@@ -516,7 +515,7 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
     shift = tl.load(mean_ptr + c).to(tl.float32)
     a1 = tl.zeros([TY, TX], tl.float32)
     a2 = tl.zeros([TY, TX], tl.float32)
-    for b0 in tl.range(0, N, TY, num_stages=STAGES):
+    for b0 in range(0, N, TY):
         b = b0 + ty
         row = (b.to(tl.int64) * C + c) * HW
         for x0 in range(0, HW, TX):
@@ -724,9 +723,11 @@ def _bn_apply_plan(N, C, HW, backward, acc, pdl):
 # [32,128,28,28] f16 9.3 -> 19.6 us (and gave [16,128,32,32] 8.3 -> 7.3); level 1 is unmeasured
 # outside host-bound cases (docs/BENCHMARKS.md §16)
 _BN_PDL = 0
-# `_bn_eager_partials` launch: warps per channel program, software-pipelined batch loop stages
-_BN_EAGER_WARPS = 4
-_BN_EAGER_STAGES = 1
+# warps per `_bn_eager_partials` program (0: by channel count). H200, bf16 suite cases, whole op
+# (knob_sweep, 1/2/4/8 warps): [32,64,56,56] 161/146/135/79 us, [32,128,28,28] 60/57/53/42,
+# [32,512,28,28] 79/78/83/102, [32,1152,7,7] 38/48/61/99, [32,256,14,14] 37/30/31/40; a
+# pipelined batch loop (num_stages 3) changed nothing
+_BN_EAGER_WARPS = 0
 _EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
 
 
@@ -846,8 +847,8 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
             tx, ty = _eager_block(N, HW, want_dx)
             partials = _bn_eager_partials[(C,)]
             partials_ints = (N, C, HW)
-            partials_consts = dict(TX=tx, TY=ty, STAGES=_BN_EAGER_STAGES, PDL_NEXT=pdl1,
-                                   num_warps=_BN_EAGER_WARPS)
+            warps = _BN_EAGER_WARPS or (8 if C <= 128 else 2 if C <= 512 else 1)
+            partials_consts = dict(TX=tx, TY=ty, PDL_NEXT=pdl1, num_warps=warps)
         else:
             S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
             partials = _bn_partials[(C, S)]
