@@ -347,20 +347,23 @@ def _embedding_backward_kernel(tmp: str):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_embedding_backward_sums_do_not_depend_on_the_order_of_the_rows(dtype) -> None:
+@pytest.mark.parametrize("weights", [20, 5000])
+def test_embedding_backward_sums_do_not_depend_on_the_order_of_the_rows(dtype, weights) -> None:
     """Past 3072 indices, integer (fixed-point) sums: the same bits whatever order the rows are
     added in, as the GPU's atomics add them in a different order on every call; and within one
-    rounding of the exact (float64) sums."""
+    rounding of the exact (float64) sums. With more weight rows than indices (5000) the sums
+    live in a row per index position; rows no index names stay zero."""
     gen = torch.Generator().manual_seed(0)
     grad = (torch.randn(3100, 24, generator=gen, dtype=torch.float64) * 100).to(dtype)
-    index = torch.randint(0, 20, (3100,), generator=gen)
+    index = torch.randint(0, weights, (3100,), generator=gen)
+    index[:40] = 3  # a weight row many positions share
     perm = torch.randperm(3100, generator=gen)
     with tempfile.TemporaryDirectory() as tmp:
         kernel = _embedding_backward_kernel(tmp)
-        first = kernel(grad, index, 20, -1, False)
-        again = kernel(grad[perm], index[perm], 20, -1, False)
+        first = kernel(grad, index, weights, -1, False)
+        again = kernel(grad[perm], index[perm], weights, -1, False)
     assert torch.equal(first, again)
-    exact = torch.zeros(20, 24, dtype=torch.float64).index_add_(0, index, grad.double())
+    exact = torch.zeros(weights, 24, dtype=torch.float64).index_add_(0, index, grad.double())
     ulp = torch.finfo(dtype).eps * exact.abs().clamp_min(1e-30)
     assert ((first.double() - exact).abs() <= ulp).all()
 
@@ -401,15 +404,18 @@ def test_embedding_backward_with_few_indices_repeats_eager_cuda_arithmetic(dtype
     assert torch.equal(got, _feature_kernel_reference(grad, index, 20, 4))
 
 
-def test_embedding_backward_carries_nan_and_infinity_like_eager() -> None:
+@pytest.mark.parametrize("weights", [20, 5000])
+def test_embedding_backward_carries_nan_and_infinity_like_eager(weights) -> None:
     gen = torch.Generator().manual_seed(1)
     grad = torch.randn(3100, 24, generator=gen)
-    index = torch.randint(0, 20, (3100,), generator=gen)
+    index = torch.randint(0, weights, (3100,), generator=gen)
+    index[7] = index[4]
+    index[9] = 0  # the padding row below: its grads are left out
     grad[4, 2] = float("nan")
     grad[7, 5] = float("inf")
     with tempfile.TemporaryDirectory() as tmp:
-        got = _embedding_backward_kernel(tmp)(grad, index, 20, -1, False)
-    want = torch.ops.aten.embedding_dense_backward(grad, index, 20, -1, False)
+        got = _embedding_backward_kernel(tmp)(grad, index, weights, 0, False)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, 0, False)
     assert compare("embedding_dense_backward", got, want) == []
 
 

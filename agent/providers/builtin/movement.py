@@ -1194,18 +1194,36 @@ def _embed_scale(accf_ptr, AMAX, R):
 
 
 @triton.jit
-def _embed_bwd_kernel(g_ptr, idx_ptr, acc_ptr, accf_ptr, cnt_ptr, AMAX, R, D, NCB, padding_idx,
-                      I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                      SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def _embed_slot_kernel(idx_ptr, slot_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3,
+                       BLOCK: tl.constexpr):
+    """slot[w] = the first row whose index is w (an atomic min: the same in any order); that
+    row of the compact accumulator holds weight row w's sum."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = rows < R
+    ioff, _ = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int64)
+    tl.atomic_min(slot_ptr + idx, rows.to(tl.int32), mask=ok & (idx != padding_idx))
+
+
+@triton.jit
+def _embed_bwd_kernel(g_ptr, idx_ptr, acc_ptr, accf_ptr, cnt_ptr, slot_ptr, AMAX, R, D, NCB,
+                      padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                      SCALE: tl.constexpr, SLOT: tl.constexpr, BLOCK_R: tl.constexpr,
+                      BLOCK_C: tl.constexpr):
     """acc[index[r], :] += grad[r, :] as int64 fixed point (grad * 2**S, truncated): integer
     additions give the same sum in any order, so the result is deterministic and, to 2**-S per
     term, exact. With a NaN or infinity among the grads, fp32 atomic adds into acc's memory
-    instead (accf, its low words), which carry them as eager does."""
+    instead (accf, its low words), which carry them as eager does. SLOT: acc has a row per
+    index position, and weight row w sums into row slot[w] (fewer bytes than the table when
+    there are fewer indices than weight rows)."""
     idx, cols, m, g = _embed_terms(g_ptr, idx_ptr, cnt_ptr, R, D, NCB, padding_idx, I1, I2, I3,
                                    SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, SCALE, BLOCK_R,
                                    BLOCK_C)
     scale, finite = _embed_scale(accf_ptr, AMAX, R)
-    slot = idx[:, None] * D + cols[None, :]
+    dst = idx
+    if SLOT:
+        dst = tl.load(slot_ptr + idx).to(tl.int64)  # masked-out rows read a valid slot, unused
+    slot = dst[:, None] * D + cols[None, :]
     if finite:
         tl.atomic_add(acc_ptr + slot, (g * scale).to(tl.int64), mask=m)
     else:
@@ -1225,6 +1243,27 @@ def _embed_out_kernel(acc_ptr, accf_ptr, out_ptr, AMAX, R, N, BLOCK: tl.constexp
     if out_ptr.dtype.element_ty != tl.float32:
         v = v.to(tl.float32)  # then rounded once more (Triton's interpreter casts fp64 to bf16 wrongly)
     tl.store(out_ptr + i, v.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _embed_out_rows_kernel(acc_ptr, accf_ptr, slot_ptr, out_ptr, AMAX, R, NW, D,
+                           BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
+    """out[w] = acc[slot[w]] / 2**S in the output dtype (the fp32 sums of the non-finite
+    case), zero for weight rows no index names."""
+    w = tl.program_id(0).to(tl.int64) * BLOCK_W + tl.arange(0, BLOCK_W)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    inside = (w < NW)[:, None] & (cols < D)[None, :]
+    s = tl.load(slot_ptr + w, mask=w < NW, other=R).to(tl.int64)
+    m = inside & (s < R)[:, None]
+    src = s[:, None] * D + cols[None, :]
+    scale, finite = _embed_scale(accf_ptr, AMAX, R)
+    if finite:
+        v = tl.load(acc_ptr + src, mask=m, other=0).to(tl.float64) / scale
+    else:
+        v = tl.load(accf_ptr + 2 * src, mask=m, other=0).to(tl.float64)
+    if out_ptr.dtype.element_ty != tl.float32:
+        v = v.to(tl.float32)  # then rounded once more (Triton's interpreter casts fp64 to bf16 wrongly)
+    tl.store(out_ptr + w[:, None] * D + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=inside)
 
 
 @triton.jit
@@ -1401,17 +1440,32 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
                                     *geometry, SCALE=bool(scale_grad_by_freq), BLOCK_R=block_r,
                                     BLOCK_C=block_c, num_warps=warps)
         return out
-    # int64 sums, and one more word whose low half holds max |grad| as fp32
-    n = num_weights * D
+    # int64 sums, and one more word whose low half holds max |grad| as fp32; with fewer
+    # indices than weight rows, a row per index position (weight row w in row slot[w])
+    use_slot = R < num_weights
+    n = (R if use_slot else num_weights) * D
     acc = torch.zeros((n + 1,), dtype=torch.int64, device=device)
     accf = acc.view(torch.float32)
     amax = 2 * n
+    slot = acc
+    if use_slot:
+        slot = torch.full((num_weights,), R, dtype=torch.int32, device=device)
+        block, warps1 = _block1(R)
+        _embed_slot_kernel[(_cdiv(R, block),)](indices, slot, R, padding_idx, *geometry[:7],
+                                               BLOCK=block, num_warps=warps1)
     _embed_amax_kernel[grid](grad_output, indices, accf, amax, R, D, ncb, padding_idx, *geometry,
                              BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
-    _embed_bwd_kernel[grid](grad_output, indices, acc, accf, cnt, amax, R, D, ncb, padding_idx,
-                            *geometry, SCALE=bool(scale_grad_by_freq), BLOCK_R=block_r,
-                            BLOCK_C=block_c, num_warps=warps)
+    _embed_bwd_kernel[grid](grad_output, indices, acc, accf, cnt, slot, amax, R, D, ncb,
+                            padding_idx, *geometry, SCALE=bool(scale_grad_by_freq),
+                            SLOT=use_slot, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
     out = torch.empty((num_weights, D), dtype=dtype, device=device)
+    if use_slot:
+        block_c = max(16, min(_pow2(D), 256))
+        block_w = max(1, 2048 // block_c)
+        _embed_out_rows_kernel[(_cdiv(num_weights, block_w), _cdiv(D, block_c))](
+            acc, accf, slot, out, amax, R, num_weights, D, BLOCK_W=block_w, BLOCK_C=block_c,
+            num_warps=4)
+        return out
     block, warps = _block1(n)
     _embed_out_kernel[(_cdiv(n, block),)](acc, accf, out, amax, R, n, BLOCK=block,
                                           num_warps=warps)
