@@ -1231,18 +1231,26 @@ def _embed_bwd_kernel(g_ptr, idx_ptr, acc_ptr, accf_ptr, cnt_ptr, slot_ptr, AMAX
 
 
 @triton.jit
-def _embed_out_kernel(acc_ptr, accf_ptr, out_ptr, AMAX, R, N, BLOCK: tl.constexpr):
-    """out = acc / 2**S in the output dtype (or the fp32 sums of the non-finite case)."""
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    ok = i < N
+def _embed_sums(acc_ptr, accf_ptr, src, m, AMAX, R, OUT: tl.constexpr):
+    """The sums at accumulator elements src in dtype OUT: acc / 2**S, or the fp32 sums of the
+    non-finite case."""
     scale, finite = _embed_scale(accf_ptr, AMAX, R)
     if finite:
-        v = tl.load(acc_ptr + i, mask=ok, other=0).to(tl.float64) / scale
+        v = tl.load(acc_ptr + src, mask=m, other=0).to(tl.float64) / scale
     else:
-        v = tl.load(accf_ptr + 2 * i, mask=ok, other=0).to(tl.float64)
-    if out_ptr.dtype.element_ty != tl.float32:
+        v = tl.load(accf_ptr + 2 * src, mask=m, other=0).to(tl.float64)
+    if OUT != tl.float32:
         v = v.to(tl.float32)  # then rounded once more (Triton's interpreter casts fp64 to bf16 wrongly)
-    tl.store(out_ptr + i, v.to(out_ptr.dtype.element_ty), mask=ok)
+    return v.to(OUT)
+
+
+@triton.jit
+def _embed_out_kernel(acc_ptr, accf_ptr, out_ptr, AMAX, R, N, BLOCK: tl.constexpr):
+    """out = the sums, in the output dtype."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < N
+    tl.store(out_ptr + i, _embed_sums(acc_ptr, accf_ptr, i, ok, AMAX, R,
+                                      out_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -1254,16 +1262,9 @@ def _embed_out_rows_kernel(acc_ptr, accf_ptr, slot_ptr, out_ptr, AMAX, R, NW, D,
     cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     inside = (w < NW)[:, None] & (cols < D)[None, :]
     s = tl.load(slot_ptr + w, mask=w < NW, other=R).to(tl.int64)
-    m = inside & (s < R)[:, None]
-    src = s[:, None] * D + cols[None, :]
-    scale, finite = _embed_scale(accf_ptr, AMAX, R)
-    if finite:
-        v = tl.load(acc_ptr + src, mask=m, other=0).to(tl.float64) / scale
-    else:
-        v = tl.load(accf_ptr + 2 * src, mask=m, other=0).to(tl.float64)
-    if out_ptr.dtype.element_ty != tl.float32:
-        v = v.to(tl.float32)  # then rounded once more (Triton's interpreter casts fp64 to bf16 wrongly)
-    tl.store(out_ptr + w[:, None] * D + cols[None, :], v.to(out_ptr.dtype.element_ty), mask=inside)
+    v = _embed_sums(acc_ptr, accf_ptr, s[:, None] * D + cols[None, :], inside & (s < R)[:, None],
+                    AMAX, R, out_ptr.dtype.element_ty)
+    tl.store(out_ptr + w[:, None] * D + cols[None, :], v, mask=inside)
 
 
 @triton.jit

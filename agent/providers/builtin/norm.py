@@ -494,6 +494,23 @@ def _bn_warp_sums(v, DT: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
+def _bn_block_sum(a, DT: tl.constexpr, W: tl.constexpr):
+    """The block's reduction of per-thread sums a [TY, TX] (thread id tx + ty * TX, W warps):
+    each warp's shuffle tree, then warp 0's over the W results (its lanes past W hold zeros,
+    and adding them changes nothing)."""
+    v = tl.reshape(_bn_warp_sums(tl.reshape(a, [W, 32]), DT, W), [1, W])
+    if W >= 16:
+        v = _bn_halve(v, DT, 1, 16)
+    if W >= 8:
+        v = _bn_halve(v, DT, 1, 8)
+    if W >= 4:
+        v = _bn_halve(v, DT, 1, 4)
+    if W >= 2:
+        v = _bn_halve(v, DT, 1, 2)
+    return tl.sum(tl.sum(v, axis=1), axis=0)
+
+
+@triton.jit
 def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
                        TX: tl.constexpr, TY: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Per channel, CUDA eager's backward sums of g and g*(x-mean) for f16/bf16 NCHW inputs,
@@ -526,25 +543,8 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
             x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
             a1 += g
             a2 += (g * (x - shift)).to(DT).to(tl.float32)
-    v1 = tl.reshape(a1, [W, 32])  # thread id tx + ty * TX: warp, lane
-    v2 = tl.reshape(a2, [W, 32])
-    v1 = tl.reshape(_bn_warp_sums(v1, DT, W), [1, W])
-    v2 = tl.reshape(_bn_warp_sums(v2, DT, W), [1, W])
-    # the second warp reduction: lanes past W hold zeros, and adding them changes nothing
-    if W >= 16:
-        v1 = _bn_halve(v1, DT, 1, 16)
-        v2 = _bn_halve(v2, DT, 1, 16)
-    if W >= 8:
-        v1 = _bn_halve(v1, DT, 1, 8)
-        v2 = _bn_halve(v2, DT, 1, 8)
-    if W >= 4:
-        v1 = _bn_halve(v1, DT, 1, 4)
-        v2 = _bn_halve(v2, DT, 1, 4)
-    if W >= 2:
-        v1 = _bn_halve(v1, DT, 1, 2)
-        v2 = _bn_halve(v2, DT, 1, 2)
-    tl.store(part_ptr + c * 2, tl.sum(tl.sum(v1, axis=1), axis=0))
-    tl.store(part_ptr + c * 2 + 1, tl.sum(tl.sum(v2, axis=1), axis=0))
+    tl.store(part_ptr + c * 2, _bn_block_sum(a1, DT, W))
+    tl.store(part_ptr + c * 2 + 1, _bn_block_sum(a2, DT, W))
 
 
 @triton.jit
