@@ -693,14 +693,16 @@ def _eager_cuda_bn_backward(go, x, w, mean, istd, steps: bool, fused: bool = Tru
 @pytest.mark.parametrize(
     ("shape", "channels_last", "want_dx"),
     [([4, 3, 40, 40], False, True), ([4, 3, 40, 40], True, True), ([33, 3, 7, 7], False, True),
-     ([33, 3, 7, 7], False, False)],
+     ([33, 3, 7, 7], False, False), ([2, 3, 80, 80], False, True)],
 )  # fmt: skip
 def test_batch_norm_backward_half_sums_in_cuda_eager_steps(
     shape: list, channels_last: bool, want_dx: bool
 ) -> None:
     """f16 NCHW: CUDA eager's sums pass through f16 at each term and at each shuffle of its
     block reduction (the H200 failed bf16 cases by ~6 on grad_weight, ~1 on grad_bias, without
-    this); channels-last inputs take eager's fp32 kernels."""
+    this); channels-last inputs take eager's fp32 kernels. Up to 8192 elements per channel the
+    channel's program also writes grad_input ([4,3,40,40], [33,3,7,7]); beyond ([2,3,80,80])
+    and without grad_input, the sums feed the separate kernels."""
     import tempfile
     from pathlib import Path
 

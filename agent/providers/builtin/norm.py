@@ -511,25 +511,32 @@ def _bn_block_sum(a, DT: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
-def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
-                       TX: tl.constexpr, TY: tl.constexpr, PDL_NEXT: tl.constexpr):
-    """Per channel, CUDA eager's backward sums of g and g*(x-mean) for f16/bf16 NCHW inputs,
-    step by step (one program per channel, as eager's one block per plane):
+def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr, dx_ptr, dw_ptr,
+                       db_ptr, N, C, HW, inv_count, eps,
+                       TX: tl.constexpr, TY: tl.constexpr, FUSED: tl.constexpr,
+                       TRAIN: tl.constexpr, HAS_W: tl.constexpr, WANT_DW: tl.constexpr,
+                       WANT_DB: tl.constexpr, PDL_NEXT: tl.constexpr):
+    """Per channel, CUDA eager's backward sums of g and g*(x-mean) for NCHW inputs, step by
+    step (one program per channel, as eager's one block per plane):
     - thread (tx, ty) of a TX x TY block sums, in fp32, the elements of batches ty, ty+TY, ...
       and positions tx, tx+TX, ... (batch outer, position inner), each term passed through the
       input dtype first (eager builds each pair with `Float2(input_t, input_t)`);
     - the block's reduction then halves each warp's 32 lanes five times, and the warps' results
       the same way in one warp, every value received by a shuffle again passing through the
       input dtype (its `warp_shfl_down` rebuilds the pair with the same constructor).
-    These roundings move grad_weight and grad_bias by a few units at bf16 (H200, [32,128,28,28]:
-    eager off float64 by 6.1); only the same steps agree with eager."""
+    For f16/bf16 these roundings move grad_weight and grad_bias by a few units (H200,
+    [32,128,28,28] bf16: eager off float64 by 6.1); only the same steps agree with eager. For
+    fp32 they are no-ops.
+    Not FUSED: the two sums go to part[c]. FUSED (grad_input wanted): the rest of eager's
+    kernel too, in the same program: grad_weight, grad_bias, and grad_input from the channel's
+    data read again, with eager's formula (one launch instead of three)."""
     _pdl_enter(False, PDL_NEXT)
     DT: tl.constexpr = x_ptr.dtype.element_ty
     W: tl.constexpr = TX * TY // 32
     c = tl.program_id(0).to(tl.int64)
     ty = tl.arange(0, TY)
     tx = tl.arange(0, TX)
-    shift = tl.load(mean_ptr + c).to(tl.float32)
+    mean = tl.load(mean_ptr + c).to(tl.float32)
     a1 = tl.zeros([TY, TX], tl.float32)
     a2 = tl.zeros([TY, TX], tl.float32)
     for b0 in range(0, N, TY):
@@ -542,9 +549,41 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, N, C, HW,
             g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
             x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
             a1 += g
-            a2 += (g * (x - shift)).to(DT).to(tl.float32)
-    tl.store(part_ptr + c * 2, _bn_block_sum(a1, DT, W))
-    tl.store(part_ptr + c * 2 + 1, _bn_block_sum(a2, DT, W))
+            a2 += (g * (x - mean)).to(DT).to(tl.float32)
+    gsum = _bn_block_sum(a1, DT, W)
+    dot = _bn_block_sum(a2, DT, W)
+    if not FUSED:
+        tl.store(part_ptr + c * 2, gsum)
+        tl.store(part_ptr + c * 2 + 1, dot)
+    else:
+        if TRAIN:
+            istd = tl.load(istd_ptr + c).to(tl.float32)
+        else:
+            istd = tl.div_rn(1.0, tl.sqrt_rn(tl.load(rv_ptr + c).to(tl.float32) + eps))
+        w = 1.0
+        if HAS_W:
+            w = tl.load(w_ptr + c).to(tl.float32)
+        grad_mean = gsum * inv_count
+        proj_scale = dot * inv_count * istd * istd
+        grad_scale = istd * w
+        if WANT_DW:
+            tl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
+        if WANT_DB:
+            tl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
+        for b0 in range(0, N, TY):
+            b = b0 + ty
+            row = (b.to(tl.int64) * C + c) * HW
+            for x0 in range(0, HW, TX):
+                j = x0 + tx
+                m = (b[:, None] < N) & (j[None, :] < HW)
+                offs = row[:, None] + j[None, :]
+                go = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
+                if TRAIN:
+                    x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
+                    dx = (go - (x - mean) * proj_scale - grad_mean) * grad_scale
+                else:
+                    dx = go * grad_scale
+                tl.store(dx_ptr + offs, dx.to(DT), mask=m)
 
 
 @triton.jit
@@ -662,11 +701,9 @@ def _bn_geometry(x):
     return N, C, HW
 
 
-def _eager_rounds_terms(x):
-    """Whether CUDA eager's batch norm backward sums in f16/bf16 steps (`_bn_eager_partials`):
-    its NCHW kernels for f16/bf16 inputs do; its channels-last kernels sum in fp32."""
-    if x.dtype not in (torch.float16, torch.bfloat16):
-        return False
+def _eager_nchw(x):
+    """Whether CUDA eager's batch norm backward takes its NCHW kernels (one block per channel)
+    for x, rather than its channels-last ones."""
     channels_last = (
         (x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last))
         or (x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d))
@@ -728,6 +765,9 @@ _BN_PDL = 0
 # [32,512,28,28] 79/78/83/102, [32,1152,7,7] 38/48/61/99, [32,256,14,14] 37/30/31/40; a
 # pipelined batch loop (num_stages 3) changed nothing
 _BN_EAGER_WARPS = 0
+# up to this many elements per channel, grad_input is written by the channel's program too (one
+# launch instead of three; all NCHW dtypes but f64); beyond, a separate elementwise pass
+_BN_FUSED_MAX = 8192
 _EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
 
 
@@ -812,7 +852,7 @@ _BN_BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned on
 
 def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
                          save_invstd, train, eps, output_mask):
-    key = (input.shape, input.dtype, input.device, _eager_rounds_terms(input), bool(train),
+    key = (input.shape, input.dtype, input.device, _eager_nchw(input), bool(train),
            tuple(bool(v) for v in output_mask),
            weight is None, None if weight is None else weight.dtype, running_mean is None,
            running_var is None, save_mean is None, save_invstd is None)
@@ -842,13 +882,23 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
     empty = N * C * HW == 0
     pdl1, pdl2 = (_BN_PDL >= level and _pdl_ok(dev) for level in (1, 2))
     if not empty:
-        if _eager_rounds_terms(input):
+        # f16/bf16 NCHW: eager's summation order, which its roundings make part of the result;
+        # f32 NCHW with little data per channel: the same single kernel is the fastest plan
+        nchw = _eager_nchw(input)
+        rounds = nchw and input.dtype in (torch.float16, torch.bfloat16)
+        fused = (nchw and want_dx and input.dtype != torch.float64 and N * HW <= _BN_FUSED_MAX
+                 and input.numel() < 2**31)
+        eager_order = rounds or fused
+        if eager_order:
             S = 1
             tx, ty = _eager_block(N, HW, want_dx)
             partials = _bn_eager_partials[(C,)]
-            partials_ints = (N, C, HW)
+            # an fp64 quotient rounded to the fp32 argument is the fp32 quotient eager divides
+            partials_ints = (N, C, HW, 1.0 / (N * HW))
             warps = _BN_EAGER_WARPS or (8 if C <= 128 else 2 if C <= 512 else 1)
-            partials_consts = dict(TX=tx, TY=ty, PDL_NEXT=pdl1, num_warps=warps)
+            partials_consts = dict(TX=tx, TY=ty, FUSED=fused, TRAIN=bool(train),
+                                   HAS_W=weight is not None, WANT_DW=want_dw, WANT_DB=want_db,
+                                   PDL_NEXT=pdl1 and not fused, num_warps=warps)
         else:
             S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
             partials = _bn_partials[(C, S)]
@@ -879,8 +929,16 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         rm = running_mean.contiguous() if running_mean is not None else coefs[0]
         rv = running_var.contiguous() if running_var is not None else coefs[0]
         istd = save_invstd.contiguous() if save_invstd is not None else coefs[0]
-        part = torch.empty((C * S * 2,), dtype=wd, device=dev)
-        partials(x, g, mean_src, part, *partials_ints, **partials_consts)
+        if eager_order:
+            part = torch.empty((C * 2,), dtype=torch.float32, device=dev)
+            partials(x, g, mean_src, part, istd, rv, w, dx if want_dx else part,
+                     dw if want_dw else part, db if want_db else part, *partials_ints,
+                     float(eps), **partials_consts)
+            if fused:
+                return dx, dw, db
+        else:
+            part = torch.empty((C * S * 2,), dtype=wd, device=dev)
+            partials(x, g, mean_src, part, *partials_ints, **partials_consts)
         channel(x, part, w, coefs[0], rm, rv, mean_src, istd, coefs[0], coefs[0],
                 dw if want_dw else coefs[0], db if want_db else coefs[0], *coefs,
                 C, HW, S, count, 0.0, float(eps), **channel_consts)
