@@ -766,7 +766,8 @@ _BN_PDL = 0
 # pipelined batch loop (num_stages 3) changed nothing
 _BN_EAGER_WARPS = 0
 # up to this many elements per channel, grad_input is written by the channel's program too (one
-# launch instead of three; all NCHW dtypes but f64); beyond, a separate elementwise pass
+# launch instead of three; H200 bf16 [32,1152,7,7] 38 -> 27 us, [32,1024,14,14] 53 -> 38);
+# beyond, a separate elementwise pass
 _BN_FUSED_MAX = 8192
 _EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
 
@@ -882,13 +883,11 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
     empty = N * C * HW == 0
     pdl1, pdl2 = (_BN_PDL >= level and _pdl_ok(dev) for level in (1, 2))
     if not empty:
-        # f16/bf16 NCHW: eager's summation order, which its roundings make part of the result;
-        # f32 NCHW with little data per channel: the same single kernel is the fastest plan
-        nchw = _eager_nchw(input)
-        rounds = nchw and input.dtype in (torch.float16, torch.bfloat16)
-        fused = (nchw and want_dx and input.dtype != torch.float64 and N * HW <= _BN_FUSED_MAX
-                 and input.numel() < 2**31)
-        eager_order = rounds or fused
+        # f16/bf16 NCHW: eager's summation order, which its roundings make part of the result
+        # (f32 keeps the split partial sums: fused, its N=1 suite cases took 43-133 us on the
+        # H200 against 11-13, unexplained; docs/BENCHMARKS.md §17)
+        eager_order = _eager_nchw(input) and input.dtype in (torch.float16, torch.bfloat16)
+        fused = eager_order and want_dx and N * HW <= _BN_FUSED_MAX and input.numel() < 2**31
         if eager_order:
             S = 1
             tx, ty = _eager_block(N, HW, want_dx)
