@@ -130,3 +130,43 @@ def test_launch_counter_counts_direct_launcher_calls(tmp_path) -> None:
         for cls, attr, original in counter._originals:
             setattr(cls, attr, original)
     assert launcher_classes()
+
+
+# suite cases of the ops whose second kernel is a programmatic dependent launch on sm_90+
+PDL_CASES = {
+    "mm.default": "((T([1, 2048], bf16), T([2048, 2048], bf16, [1, 2048])), {})",  # split-K
+    "sum.dim_IntList": "((T([4096, 768], f32), [0], True), {})",  # split reduction
+    "argmax.default": "((T([1, 1, 256000], bf16), -1), {})",
+    "native_layer_norm_backward.default": (
+        "((T([8, 512, 768], f32), T([8, 512, 768], f32), [768], T([8, 512, 1], f32),"
+        " T([8, 512, 1], f32), T([768], f32), T([768], f32), [True, True, True]), {})"
+    ),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", sorted(PDL_CASES))
+def test_dependent_launches_replay_in_a_cuda_graph(op: str, tmp_path) -> None:
+    """A kernel launched as a programmatic dependent must also work when captured into a CUDA
+    graph (as torch.compile's cudagraphs and serving stacks do): a replay gives the bits of a
+    plain call. (Session 9 ran the same check as a script on the H200: all equal.)"""
+    from evaluator.inputs import materialize
+
+    fn = load_kernel(op, _write(op, [PDL_CASES[op]]), tmp_path)
+    args, kwargs = materialize(op, parse_case(PDL_CASES[op]), "cuda", 5)
+    want = fn(*args, **kwargs)  # also compiles and plans outside the capture
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(*args, **kwargs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = fn(*args, **kwargs)
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    wants = want if isinstance(want, (tuple, list)) else (want,)
+    gots = got if isinstance(got, (tuple, list)) else (got,)
+    for w, g in zip(wants, gots, strict=True):
+        assert (w is None and g is None) or torch.equal(w, g)
