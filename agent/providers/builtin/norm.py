@@ -923,6 +923,13 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         if empty:
             return dx, dw, db
         mean_src = (save_mean if train else running_mean).contiguous()
+        if fused:  # one launch; absent tensors are never read (x stands in for them)
+            partials(x, g, mean_src, x, x if save_invstd is None else save_invstd.contiguous(),
+                     x if running_var is None else running_var.contiguous(),
+                     x if weight is None else weight.contiguous(), dx,
+                     x if dw is None else dw, x if db is None else db, *partials_ints,
+                     float(eps), **partials_consts)
+            return dx, dw, db
         coefs = tuple(torch.empty((C,), dtype=wd, device=dev) for _ in range(4))
         w = weight.contiguous() if weight is not None else coefs[0]
         rm = running_mean.contiguous() if running_mean is not None else coefs[0]
@@ -930,11 +937,8 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         istd = save_invstd.contiguous() if save_invstd is not None else coefs[0]
         if eager_order:
             part = torch.empty((C * 2,), dtype=torch.float32, device=dev)
-            partials(x, g, mean_src, part, istd, rv, w, dx if want_dx else part,
-                     dw if want_dw else part, db if want_db else part, *partials_ints,
+            partials(x, g, mean_src, part, istd, rv, w, part, part, part, *partials_ints,
                      float(eps), **partials_consts)
-            if fused:
-                return dx, dw, db
         else:
             part = torch.empty((C * S * 2,), dtype=wd, device=dev)
             partials(x, g, mean_src, part, *partials_ints, **partials_consts)
