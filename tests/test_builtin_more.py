@@ -14,6 +14,7 @@ PyTorch compute in a wrapper that eager comparisons alone would miss.
 from __future__ import annotations
 
 import importlib
+import sys
 import tempfile
 from pathlib import Path
 
@@ -417,6 +418,35 @@ def test_embedding_backward_carries_nan_and_infinity_like_eager(weights) -> None
         got = _embedding_backward_kernel(tmp)(grad, index, weights, 0, False)
     want = torch.ops.aten.embedding_dense_backward(grad, index, weights, 0, False)
     assert compare("embedding_dense_backward", got, want) == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("weights", [20, 5000])
+def test_embedding_backward_links_past_eager_feature_range_sum_in_fp32(dtype, weights) -> None:
+    """The chunk/link/fold kernels past eager's feature-kernel range (`_EMBED_CHAIN_MAX`, a knob
+    off by default): chunk sums stay fp32 and the total is rounded once, as eager's sorted path
+    sums. The range is lowered to 100 here so that 300 indices take that path quickly."""
+    gen = torch.Generator().manual_seed(4)
+    grad = (torch.randn(300, 24, generator=gen) * 30).to(dtype)
+    index = torch.randint(0, weights, (300,), generator=gen)
+    index[100:140] = 7  # a long run on one weight row, across chunks
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = _embedding_backward_kernel(tmp)
+        module = sys.modules[kernel.__module__]
+        module._EMBED_CHAIN_MAX = 10**6
+        module._EAGER_FEATURE_MAX = 100
+        got = kernel(grad, index, weights, 3, False)
+    keep = index != 3
+    exact = torch.zeros(weights, 24, dtype=torch.float64).index_add_(
+        0, index[keep], grad[keep].double()
+    )
+    size = torch.zeros(weights, 24, dtype=torch.float64).index_add_(
+        0, index[keep], grad[keep].double().abs()
+    )
+    # one rounding to the dtype, plus fp32 sums of at most 300 terms
+    bound = torch.finfo(dtype).eps * exact.abs() + 300 * torch.finfo(torch.float32).eps * size
+    assert ((got.double() - exact).abs() <= bound).all()
+    assert got[3].abs().max() == 0 and got[7].abs().max() > 0
 
 
 def test_embedding_backward_float64_matches_eager() -> None:

@@ -1333,10 +1333,11 @@ def _embed_link_kernel(idx_ptr, link_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, 
 
 
 @triton.jit
-def _embed_fold_kernel(tmp_ptr, link_ptr, out_ptr, R, D,
+def _embed_fold_kernel(tmp_ptr, link_ptr, out_ptr, R, D, ROUND: tl.constexpr,
                        BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Step 3: each chain's head walks its leaders in index order and adds their rounded sums
-    in the output dtype, as eager adds chunk after chunk: out[w] = dtype(out[w] + tmp[k])."""
+    """Step 3: each chain's head walks its leaders in index order and adds their sums: ROUND,
+    rounded to the output dtype at every step, as eager adds chunk after chunk
+    (out[w] = dtype(out[w] + tmp[k])); otherwise in fp32, rounded once at the end."""
     r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < D
@@ -1351,7 +1352,11 @@ def _embed_fold_kernel(tmp_ptr, link_ptr, out_ptr, R, D,
             kk = tl.where(on, k, 0)
             t = tl.load(tmp_ptr + kk[:, None] * D + cols[None, :],
                         mask=on[:, None] & col_ok[None, :], other=0).to(tl.float32)
-            v = tl.where(on[:, None], (v + t).to(out_ptr.dtype.element_ty).to(tl.float32), v)
+            if ROUND:
+                t = (v + t).to(out_ptr.dtype.element_ty).to(tl.float32)
+            else:
+                t = v + t
+            v = tl.where(on[:, None], t, v)
             k = tl.load(link_ptr + kk, mask=on, other=-1)
         tl.store(out_ptr + w[:, None] * D + cols[None, :], v.to(out_ptr.dtype.element_ty),
                  mask=head[:, None] & col_ok[None, :])
@@ -1373,6 +1378,10 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
 # to the output dtype per chunk; `_embed_lead_kernel`, `_embed_link_kernel` and
 # `_embed_fold_kernel` give the same result with every chunk in parallel
 _EAGER_FEATURE_MAX = 3072
+# up to this many indices (no frequency scaling, not f64) the chunk/link/fold kernels sum; past
+# _EAGER_FEATURE_MAX they keep fp32 chunk sums and round once, as eager's sorted path does. A
+# knob for knob_sweep: past 3072 it is unmeasured (the link scan is quadratic in the indices)
+_EMBED_CHAIN_MAX = 3072
 
 
 def _flat_stride(shape, strides):
@@ -1419,9 +1428,10 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
         block, warps = _block1(R)
         _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *geometry[:7],
                                                 BLOCK=block, num_warps=warps)
-    if R <= _EAGER_FEATURE_MAX and not scale_grad_by_freq and dtype != torch.float64:
+    if R <= _EMBED_CHAIN_MAX and not scale_grad_by_freq and dtype != torch.float64:
+        round_chunks = R <= _EAGER_FEATURE_MAX
         out = torch.zeros((num_weights, D), dtype=dtype, device=device)
-        tmp = torch.empty((R, D), dtype=dtype, device=device)
+        tmp = torch.empty((R, D), dtype=dtype if round_chunks else torch.float32, device=device)
         link = torch.empty((2 * R,), dtype=torch.int64, device=device)
         bc = max(16, min(_pow2(D), 128))
         _embed_lead_kernel[(_cdiv(R, 32), _cdiv(D, bc))](grad_output, indices, tmp, R, D,
@@ -1429,7 +1439,8 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
                                                          BLOCK_C=bc, num_warps=4)
         _embed_link_kernel[(R,)](indices, link, R, padding_idx, *geometry[:7], CHUNK=32,
                                  BLOCK_Q=min(_pow2(R), 1024), num_warps=4)
-        _embed_fold_kernel[(_cdiv(R, 16), _cdiv(D, bc))](tmp, link, out, R, D, BLOCK_R=16,
+        _embed_fold_kernel[(_cdiv(R, 16), _cdiv(D, bc))](tmp, link, out, R, D,
+                                                         ROUND=round_chunks, BLOCK_R=16,
                                                          BLOCK_C=bc, num_warps=4)
         return out
     block_r, block_c, warps = _tile2(R, D)
