@@ -511,6 +511,16 @@ def _bn_block_sum(a, DT: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
+def _bn_block_tile(b0, x0, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr):
+    """Offsets and mask of channel c's [TY batches from b0, TX positions from x0] tile: what
+    eager's TX x TY thread block reads in one step of its loops."""
+    b = b0 + tl.arange(0, TY)
+    j = x0 + tl.arange(0, TX)
+    offs = ((b.to(tl.int64) * C + c) * HW)[:, None] + j[None, :]
+    return offs, (b[:, None] < N) & (j[None, :] < HW)
+
+
+@triton.jit
 def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr, dx_ptr, dw_ptr,
                        db_ptr, N, C, HW, inv_count, eps,
                        TX: tl.constexpr, TY: tl.constexpr, FUSED: tl.constexpr,
@@ -534,18 +544,12 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
     DT: tl.constexpr = x_ptr.dtype.element_ty
     W: tl.constexpr = TX * TY // 32
     c = tl.program_id(0).to(tl.int64)
-    ty = tl.arange(0, TY)
-    tx = tl.arange(0, TX)
     mean = tl.load(mean_ptr + c).to(tl.float32)
     a1 = tl.zeros([TY, TX], tl.float32)
     a2 = tl.zeros([TY, TX], tl.float32)
     for b0 in range(0, N, TY):
-        b = b0 + ty
-        row = (b.to(tl.int64) * C + c) * HW
         for x0 in range(0, HW, TX):
-            j = x0 + tx
-            m = (b[:, None] < N) & (j[None, :] < HW)
-            offs = row[:, None] + j[None, :]
+            offs, m = _bn_block_tile(b0, x0, c, N, C, HW, TX, TY)
             g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
             x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
             a1 += g
@@ -571,12 +575,8 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
         if WANT_DB:
             tl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
         for b0 in range(0, N, TY):
-            b = b0 + ty
-            row = (b.to(tl.int64) * C + c) * HW
             for x0 in range(0, HW, TX):
-                j = x0 + tx
-                m = (b[:, None] < N) & (j[None, :] < HW)
-                offs = row[:, None] + j[None, :]
+                offs, m = _bn_block_tile(b0, x0, c, N, C, HW, TX, TY)
                 go = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
                 if TRAIN:
                     x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
