@@ -353,7 +353,8 @@ def test_embedding_backward_sums_do_not_depend_on_the_order_of_the_rows(dtype, w
     """Past 3072 indices, integer (fixed-point) sums: the same bits whatever order the rows are
     added in, as the GPU's atomics add them in a different order on every call; and within one
     rounding of the exact (float64) sums. With more weight rows than indices (5000) the sums
-    live in a row per index position; rows no index names stay zero."""
+    live in a row per index position; rows no index names stay zero. (Short chains take the
+    chunk/link/fold kernels up to `_EMBED_CHAIN_MAX` indices; lowered here to test the atomics.)"""
     gen = torch.Generator().manual_seed(0)
     grad = (torch.randn(3100, 24, generator=gen, dtype=torch.float64) * 100).to(dtype)
     index = torch.randint(0, weights, (3100,), generator=gen)
@@ -361,6 +362,7 @@ def test_embedding_backward_sums_do_not_depend_on_the_order_of_the_rows(dtype, w
     perm = torch.randperm(3100, generator=gen)
     with tempfile.TemporaryDirectory() as tmp:
         kernel = _embedding_backward_kernel(tmp)
+        sys.modules[kernel.__module__]._EMBED_CHAIN_MAX = 3072
         first = kernel(grad, index, weights, -1, False)
         again = kernel(grad[perm], index[perm], weights, -1, False)
     assert torch.equal(first, again)
@@ -423,9 +425,9 @@ def test_embedding_backward_carries_nan_and_infinity_like_eager(weights) -> None
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("weights", [20, 5000])
 def test_embedding_backward_links_past_eager_feature_range_sum_in_fp32(dtype, weights) -> None:
-    """The chunk/link/fold kernels past eager's feature-kernel range (`_EMBED_CHAIN_MAX`, a knob
-    off by default): chunk sums stay fp32 and the total is rounded once, as eager's sorted path
-    sums. The range is lowered to 100 here so that 300 indices take that path quickly."""
+    """The chunk/link/fold kernels past eager's feature-kernel range (up to `_EMBED_CHAIN_MAX`
+    indices): chunk sums stay fp32 and the total is rounded once, as eager's sorted path sums.
+    The range is lowered to 100 here so that 300 indices take that path quickly."""
     gen = torch.Generator().manual_seed(4)
     grad = (torch.randn(300, 24, generator=gen) * 30).to(dtype)
     index = torch.randint(0, weights, (300,), generator=gen)

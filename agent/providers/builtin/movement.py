@@ -1379,9 +1379,12 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
 # `_embed_fold_kernel` give the same result with every chunk in parallel
 _EAGER_FEATURE_MAX = 3072
 # up to this many indices (no frequency scaling, not f64) the chunk/link/fold kernels sum; past
-# _EAGER_FEATURE_MAX they keep fp32 chunk sums and round once, as eager's sorted path does. A
-# knob for knob_sweep: past 3072 it is unmeasured (the link scan is quadratic in the indices)
-_EMBED_CHAIN_MAX = 3072
+# _EAGER_FEATURE_MAX they keep fp32 chunk sums and round once, as eager's sorted path does
+# (H200, BENCHMARKS §18: 4096-8192 indices 2.0-2.5x faster than the int64 atomics)
+_EMBED_CHAIN_MAX = 16384
+# ... and only while the chains are short: at most this many indices per weight row on average
+# (4096 indices into 2 rows took 157 us chained, 116 us with atomics)
+_EMBED_CHAIN_PER_ROW = 64
 
 
 def _flat_stride(shape, strides):
@@ -1428,7 +1431,8 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
         block, warps = _block1(R)
         _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *geometry[:7],
                                                 BLOCK=block, num_warps=warps)
-    if R <= _EMBED_CHAIN_MAX and not scale_grad_by_freq and dtype != torch.float64:
+    short_chains = R <= _EAGER_FEATURE_MAX or R <= _EMBED_CHAIN_PER_ROW * num_weights
+    if R <= _EMBED_CHAIN_MAX and short_chains and not scale_grad_by_freq and dtype != torch.float64:
         round_chunks = R <= _EAGER_FEATURE_MAX
         out = torch.zeros((num_weights, D), dtype=dtype, device=device)
         tmp = torch.empty((R, D), dtype=dtype if round_chunks else torch.float32, device=device)
