@@ -144,6 +144,18 @@ def _geometry(input, weight, stride, padding, dilation, transposed, groups, what
     return input, weight, one_d, stride, padding, dilation, groups, (OH, OW)
 
 
+# NCHW operands of the GEMM kernels are first copied to channels_last, so that their K loads run
+# along contiguous, 16-byte aligned channels (a knob for knob_sweep: unmeasured, off)
+_NHWC_STAGE = False
+
+
+def _staged(t):
+    """t, or a channels_last copy of t when _NHWC_STAGE and t is NCHW with several channels."""
+    if _NHWC_STAGE and t.stride(1) != 1 and t.shape[1] > 1:
+        return t.contiguous(memory_format=torch.channels_last)
+    return t
+
+
 def _channels_last(x):
     """Whether channels are the innermost dimension (the output then takes that layout too)."""
     return x.shape[1] > 1 and x.stride(1) == 1 and x.shape[3] * x.shape[2] > 1
@@ -427,8 +439,10 @@ def _op(input, weight, bias, stride, padding, dilation, transposed, output_paddi
         raise NotImplementedError(f"{_OP}: more than 65535 groups")
     b = bias if bias is not None else y
     M = N * OH * OW
-    T = x.stride(1) != 1  # pixels, not channels, are the input's contiguous axis (NCHW)
     direct = CG == 1 and OCG <= 4
+    if not direct:
+        x = _staged(x)
+    T = x.stride(1) != 1  # pixels, not channels, are the input's contiguous axis (NCHW)
     flat = not direct and CG < 16 and KH * KW > 1
     if not direct and not flat and KH * KW > 1 and w.stride(1) != 1:
         # the K loop walks channels: a channels-innermost weight copy keeps its loads coalesced

@@ -527,8 +527,12 @@ def _op(grad_output, input, weight, bias_sizes, stride, padding, dilation, trans
     if len(mask) != 3:
         raise RuntimeError(f"{_OP}: output_mask must have 3 entries, got {output_mask}")
     idx64 = _needs_int64(go, x, w)
-    gi = _grad_input(go, x, w, stride, padding, dilation, G, idx64) if mask[0] else None
-    gw = _grad_weight(go, x, w, stride, padding, dilation, G, idx64) if mask[1] else None
+    gs = go
+    if not (w.shape[1] == 1 and OC // G <= 4) and (mask[0] or mask[1]):
+        gs = _staged(go)  # GEMM kernels (not depthwise): channels_last operands when the knob says so
+    gi = _grad_input(gs, x, w, stride, padding, dilation, G, idx64) if mask[0] else None
+    gw = _grad_weight(gs, _staged(x) if gs is not go else x, w, stride, padding, dilation, G,
+                      idx64) if mask[1] else None
     gb = _grad_bias(go, idx64) if mask[2] else None
     if one_d:
         gi = gi.squeeze(2) if gi is not None else None
