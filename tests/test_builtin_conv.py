@@ -95,6 +95,20 @@ def test_backward_matches_eager_for_each_output_mask_groups_and_layouts() -> Non
     assert run_generated(BWD, _write(BWD, cases), cases) == []
 
 
+def test_nchw_operands_are_read_in_place_when_not_staged() -> None:
+    """With `_NHWC_STAGE` off, the GEMM kernels read NCHW operands in place, on [channels,
+    pixels] tiles (the default copies them to channels_last first)."""
+    for op, texts in (
+        (FWD, [FORWARD_CASES[i] for i in (1, 2, 7)]),
+        (BWD, [BACKWARD_CASES[i] for i in (1, 2, 8, 10)]),
+    ):
+        cases = _cases(texts)
+        text = _write(op, cases)
+        assert "\n_NHWC_STAGE = True" in text
+        assert run_generated(op, text.replace("\n_NHWC_STAGE = True", "\n_NHWC_STAGE = False"),
+                             cases) == []
+
+
 @pytest.mark.parametrize(
     ("op", "text"),
     [
