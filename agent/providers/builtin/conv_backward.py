@@ -536,7 +536,7 @@ def _op(grad_output, input, weight, bias_sizes, stride, padding, dilation, trans
     gi = _grad_input(gs, x, w, stride, padding, dilation, G, idx64) if mask[0] else None
     gw = _grad_weight(gs, _staged(x) if gs is not go else x, w, stride, padding, dilation, G,
                       idx64) if mask[1] else None
-    gb = _grad_bias(go, idx64) if mask[2] else None
+    gb = _grad_bias(gs, idx64) if mask[2] else None  # staged: loads along channels
     if one_d:
         gi = gi.squeeze(2) if gi is not None else None
         gw = gw.squeeze(2) if gw is not None else None
