@@ -236,6 +236,8 @@ def _bwd_weight_kernel(
     offs = (oc * (CG * KHW))[:, None] + col[None, :]
     mask = (ri < OCG)[:, None] & (rj < NJ)[None, :]
     if SPLIT:
+        if not FLAT:  # tap-major partials: rows of contiguous input channels (_sum_splits_kernel)
+            offs = tap * (NW // KHW) + (oc * CG)[:, None] + c[None, :]
         tl.store(out_ptr + split.to(tl.int64) * NW + offs, acc, mask=mask)
     else:
         tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
@@ -285,8 +287,11 @@ def _bwd_bias_kernel(
 
 
 @triton.jit
-def _sum_splits_kernel(ws_ptr, out_ptr, L, S, BLOCK: tl.constexpr):
-    """out[i] = sum over s of ws[s * L + i], in split order (deterministic)."""
+def _sum_splits_kernel(ws_ptr, out_ptr, L, S, TAPS, BLOCK: tl.constexpr):
+    """out[i] = sum over s of ws[s * L + i], in split order (deterministic). TAPS > 1: the
+    partials are tap-major, ws[s * L + tap * (L / TAPS) + r] for out[r * TAPS + tap] (weight
+    gradient rows [out channel, in channel] per tap, which the weight kernels write along
+    contiguous channels instead of with a stride of TAPS)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < L
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -294,6 +299,9 @@ def _sum_splits_kernel(ws_ptr, out_ptr, L, S, BLOCK: tl.constexpr):
     for _ in range(0, S):
         acc += tl.load(ptrs, mask=ok, other=0.0)
         ptrs += L
+    if TAPS > 1:
+        rows = L // TAPS
+        offs = (offs % rows) * TAPS + offs // rows
     tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -394,8 +402,8 @@ def _bwd_weight_direct_kernel(
     else:
         total = tl.sum(acc, axis=0)
     offs = oc * KHW + tap
-    if SPLIT:
-        tl.store(out_ptr + split.to(tl.int64) * NW + offs, total, mask=rc < OC)
+    if SPLIT:  # tap-major partials (_sum_splits_kernel)
+        tl.store(out_ptr + split.to(tl.int64) * NW + tap * OC + oc, total, mask=rc < OC)
     else:
         tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=rc < OC)
 
@@ -407,12 +415,14 @@ def _partials(out, splits):
     return torch.empty((splits * out.numel(),), dtype=torch.float32, device=out.device)
 
 
-def _finish_splits(ws, out, splits):
-    """Sum the fp32 partials of `splits` programs into `out` (contiguous), in a fixed order."""
+def _finish_splits(ws, out, splits, taps=1):
+    """Sum the fp32 partials of `splits` programs into `out` (contiguous), in a fixed order
+    (`taps` > 1: the partials are tap-major, see _sum_splits_kernel)."""
     # enough programs to have many loads in flight (1024-wide blocks over a [256, 64] weight
     # gradient's 128 splits: 16 programs, 20 us on the H200)
     block = _clamp_pow2(_cdiv(out.numel(), 256), 64, 1024)
-    _sum_splits_kernel[(_cdiv(out.numel(), block),)](ws, out, out.numel(), splits, BLOCK=block)
+    _sum_splits_kernel[(_cdiv(out.numel(), block),)](ws, out, out.numel(), splits, taps,
+                                                     BLOCK=block)
 
 
 def _grad_input(go, x, w, stride, padding, dilation, G, idx64):
@@ -472,6 +482,7 @@ def _grad_weight(go, x, w, stride, padding, dilation, G, idx64):
         splits = _splits(_cdiv(OC, bc) * KH * KW, P, bp, x.device)
         per, splits = _split_range(P, splits, bp)
         out = _partials(gw, splits)
+        taps = KH * KW
         _bwd_weight_direct_kernel[(_cdiv(OC, bc), KH * KW, splits)](
             go, x, out, P, per, OH * OW, OW, H, W, OC, OCG, NW, KW, KH * KW, **geometry,
             SPLIT=splits > 1, T=T, BLOCK_P=bp, BLOCK_C=bc, num_warps=warps)
@@ -484,12 +495,13 @@ def _grad_weight(go, x, w, stride, padding, dilation, G, idx64):
         splits = _splits(tiles * G * R, P, bk, x.device)
         per, splits = _split_range(P, splits, bk)
         out = _partials(gw, splits)
+        taps = R
         _bwd_weight_kernel[(tiles, G * R, splits)](
             go, x, out, P, per, OH * OW, OW, H, W, CG, OCG, NW, KW, KH * KW, NJ, **geometry,
             FLAT=flat, SPLIT=splits > 1, WIDEN=_INTERPRET, PREC=_precision(x.dtype, x.device),
             BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=3)
     if splits > 1:
-        _finish_splits(out, gw, splits)
+        _finish_splits(out, gw, splits, taps)
     return gw
 
 
