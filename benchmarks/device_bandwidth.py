@@ -8,7 +8,7 @@ includes ~3 µs that even an empty kernel costs in that window (§17). For opera
 torchbench case moves 32-64 MiB that fixed cost alone keeps a plain copy below 80% of HBM
 bandwidth, so "% of HBM bandwidth" from the evaluator's time mixes kernel quality with per-call
 overhead. This measures the other half: the sum of the op's GPU kernel durations per call
-(torch.profiler, CUPTI), with L2 emptied of the op's data before every call by a read of 512 MiB
+(torch.profiler, CUPTI; the union of their intervals per call), with L2 emptied of the op's data before every call by a read of 512 MiB
 (clean lines: nothing of the previous call to write back, nothing of the inputs to hit). For each
 operator's largest case (by bytes), three rows: eager ATen, the kept kernel, and a byte copy of
 the same size (torch `copy_` of a uint8 tensor: what the DRAM gives a plain copy in kernel time).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,10 @@ def _load(kernels_dir: Path, op: str) -> Any:
 
 
 def _device_us(fn: Any, evict: Any, reps: int) -> tuple[float, list[str]]:
-    """Mean over reps of the summed durations of fn's GPU kernels per call (µs), and their names;
-    L2 is evicted before every call (the eviction kernel itself is left out by name)."""
+    """Median over reps of the time the GPU ran fn's kernels per call (µs: the union of their
+    intervals, so a dependent launch that overlaps its predecessor's tail is not counted twice,
+    and idle gaps between launches are not counted), and their names; L2 is evicted before every
+    call (the eviction kernel itself is left out by name and separates the calls)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -68,12 +71,27 @@ def _device_us(fn: Any, evict: Any, reps: int) -> tuple[float, list[str]]:
             evict()
             fn()
         torch.cuda.synchronize()
-    kept = [
-        evt
-        for evt in prof.key_averages()
-        if evt.device_time_total and "_evict_l2_kernel" not in evt.key
-    ]
-    return sum(evt.device_time_total for evt in kept) / reps, sorted(e.key[:60] for e in kept)
+    kernels = sorted(
+        (e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+        key=lambda e: e.time_range.start,
+    )
+    calls: list[list[tuple[float, float]]] = []
+    names = set()
+    for e in kernels:
+        if "_evict_l2_kernel" in e.name:
+            calls.append([])
+        elif calls:
+            calls[-1].append((e.time_range.start, e.time_range.end))
+            names.add(e.name[:60])
+    busy = []
+    for spans in calls:
+        total, reach = 0.0, float("-inf")
+        for start, end in spans:  # sorted by start
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        busy.append(total)
+    return statistics.median(busy), sorted(names)
 
 
 def _measure_op(oc: Any, kernels_dir: Path, evict: Any, reps: int) -> tuple:
