@@ -19,7 +19,6 @@ Diagnostic; the verdicts and speedups come from evaluations.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -29,11 +28,11 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from kernel_profile import load_kept  # the sibling script (benchmarks/ is on sys.path)
 
 from evaluator.config import EvalConfig
 from evaluator.harness import aten_overload
 from evaluator.inputs import materialize
-from evaluator.naming import kernel_function_name, op_to_folder
 from evaluator.suites import select_operators
 from evaluator.timing import _bytes_moved
 
@@ -47,15 +46,6 @@ def _evict_l2_kernel(src, dst, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     v = tl.load(src + offs, mask=offs < n, other=0)
     tl.store(dst + tl.program_id(0), tl.sum(v, axis=0))
-
-
-def _load(kernels_dir: Path, op: str) -> Any:
-    folder = op_to_folder(op)
-    path = kernels_dir / folder / f"{folder}_implementation_v1.py"
-    spec = importlib.util.spec_from_file_location(f"bandwidth_{folder}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return getattr(module, kernel_function_name(op))
 
 
 def _device_us(fn: Any, evict: Any, reps: int) -> tuple[float, list[str]]:
@@ -97,7 +87,7 @@ def _device_us(fn: Any, evict: Any, reps: int) -> tuple[float, list[str]]:
 def _measure_op(oc: Any, kernels_dir: Path, evict: Any, reps: int) -> tuple:
     """(largest case, bytes that must move, eager, ours, same-size copy), each side as
     _device_us returns it."""
-    fn = _load(kernels_dir, oc.op)
+    fn = load_kept(kernels_dir, oc.op)
     case = max(oc.cases, key=lambda c: c.total_bytes())
     a, kw = materialize(oc.op, case, "cuda", 1)
     b = [x.clone() if isinstance(x, torch.Tensor) else x for x in a]

@@ -36,7 +36,9 @@ from evaluator.suites import select_operators
 REPS = 50
 
 
-def _load(kernels_dir: Path, op: str) -> Any:
+def load_kept(kernels_dir: Path, op: str) -> Any:
+    """The entry point of op's kept kernel in kernels_dir, loaded into this process (trusted
+    kernels only: our own writers'). Shared with device_bandwidth.py."""
     folder = op_to_folder(op)
     path = kernels_dir / folder / f"{folder}_implementation_v1.py"
     spec = importlib.util.spec_from_file_location(f"profiled_{folder}", path)
@@ -112,7 +114,7 @@ def main() -> None:
     )
     for oc in sel.ops:
         try:
-            fn = _load(args.kernels_dir, oc.op)
+            fn = load_kept(args.kernels_dir, oc.op)
         except (OSError, AttributeError) as exc:
             print(f"{oc.op}: cannot load ({exc})", file=sys.stderr)
             continue
