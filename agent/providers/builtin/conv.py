@@ -155,11 +155,11 @@ def _staged(t):
     if not (_NHWC_STAGE and t.stride(1) != 1 and t.shape[1] > 1):
         return t
     N, C, H, W = t.shape
-    if not t.is_contiguous() or N > 65535 or C * H * W > _INT32_MAX:
-        return t.contiguous(memory_format=torch.channels_last)
     # pixel rows padded to a multiple of 16 channels (the pad is never read): Triton marks a
     # stride divisible by 16 as such, so the channel loads of every row stay 16-byte vectors
     CP = _cdiv(C, 16) * 16
+    if not t.is_contiguous() or N > 65535 or CP * H * W > _INT32_MAX:  # int32 offsets per image
+        return t.contiguous(memory_format=torch.channels_last)
     out = torch.empty((N, H, W, CP), dtype=t.dtype, device=t.device)[..., :C].permute(0, 3, 1, 2)
     bc = _clamp_pow2(C, 16, 64)
     _nhwc_copy_kernel[(_cdiv(H * W, 64), _cdiv(C, bc), N)](t, out, C, H * W, CP, BLOCK_C=bc,
