@@ -253,6 +253,25 @@ def arg_type(v):
         return "fp32"
     raise TypeError(type(v))
 
+try:  # Triton's own launch-time specialization (3.4+): ints equal to 1 become constexprs, and
+    # ints divisible by 16 and 16-byte aligned tensors get a divisibility hint, which decides
+    # vector widths, async copies and so shared memory use; compile what a GPU launch compiles
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    def specialization(p, v):
+        if p.is_constexpr or v is None or isinstance(v, (bool, float, str)):
+            return "", None
+        try:
+            return native_specialize_impl(
+                BaseBackend, v, False, not getattr(p, "do_not_specialize", False),
+                not getattr(p, "do_not_specialize_on_alignment", False))[:2]
+        except Exception:  # a type Triton does not specialize: plain
+            return "", None
+except ImportError:
+    def specialization(p, v):
+        return "", None
+
 results = {}
 for number, job in enumerate(jobs):
     problems = results.setdefault(job["op"], [])
@@ -277,16 +296,20 @@ for number, job in enumerate(jobs):
             options = {k: lkwargs.pop(k) for k in ("num_warps", "num_stages") if k in lkwargs}
             values = dict(zip(fn.arg_names, largs))
             values.update(lkwargs)
-            signature, constexprs = {}, {}
-            for p in fn.params:
+            signature, constexprs, attrs = {}, {}, {}
+            for i, p in enumerate(fn.params):
                 v = values[p.name]
-                if p.is_constexpr:
+                kind, hint = specialization(p, v)
+                if p.is_constexpr or kind == "constexpr":
                     signature[p.name] = "constexpr"
                     constexprs[p.name] = v
                 else:
                     signature[p.name] = arg_type(v)
+                    if hint == "D":
+                        attrs[(i,)] = [["tt.divisibility", 16]]
             try:
-                triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs,
+                                         attrs=attrs),
                                target=GPUTarget("cuda", job["arch"], 32), options=options)
             except Exception as exc:
                 last = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -300,7 +323,10 @@ def compile_for_gpu(op: str, source: str, cases: list[TestCase], *, arch: int = 
 
     Runs the wrapper on CPU tensors in a child process where Triton is not in interpreter mode,
     captures each launch instead of running it, and compiles it with the launch's argument types
-    and constexprs. Catches code the interpreter accepts but the compiler rejects. Returns problem
+    and constexprs, specialized as Triton's launcher specializes them (ints equal to 1 become
+    constexprs; ints divisible by 16 and 16-byte aligned tensors carry that hint, which turns on
+    vector accesses and async-copy pipelining, and with them shared memory use). Catches code the
+    interpreter accepts but the compiler rejects. Returns problem
     lines (empty when all compile); raises RuntimeError when the child itself fails.
     """
     return compile_many([(op, source, cases)], arch=arch)[normalize_op(op)]
