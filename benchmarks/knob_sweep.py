@@ -8,8 +8,9 @@ Why: a writer's tile limits are module constants of the file it writes (`_TILE`,
 without editing the file. For every combination of the knob values, the kernel file is loaded as
 a fresh module (empty plan caches), the constants are set, the output is checked against eager
 (a wrong combination is reported, not timed) and both are timed as the evaluator times a case
-(`_time_pair`: L2 flush and the calibrated GPU wait before each call). Runs the kernel in this
-process: only for our own writers' kernels. Diagnostic: verdicts and claims come from evaluations.
+(`timed_with_window`: the evaluator's L2 state, and a GPU wait before each call long enough for
+the host's time). Runs the kernel in this process: only for our own writers' kernels.
+Diagnostic: verdicts and claims come from evaluations.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from evaluator.timing import (
     _wait_cycles,
     flusher_for,
     rotation_sets,
-    time_sides,
+    timed_with_window,
 )
 
 
@@ -95,7 +96,10 @@ def main() -> None:
     path = args.kernels_dir / folder / f"{folder}_implementation_v1.py"
     if not path.is_file():
         raise SystemExit(f"knob_sweep: no kernel file {path}")
-    timing = EvalConfig().timing
+    # the evaluator's timing (and its per-case GPU window: a slow host's time is not counted)
+    timing = EvalConfig().timing.model_copy(
+        update={"num_reps": args.reps, "max_time_per_case_s": 20.0}
+    )
     if args.l2_state:
         timing = timing.model_copy(update={"l2_state": args.l2_state})
     flush = flusher_for(timing)
@@ -128,16 +132,17 @@ def main() -> None:
                 n = rotation_sets(case.total_bytes(), timing)
                 sets_k = [(a, kw)] + [(_exact_copy(a), _exact_copy(kw)) for _ in range(n - 1)]
                 sets_e = [(b, kw)] + [(_exact_copy(b), _exact_copy(kw)) for _ in range(n - 1)]
-                kernel, eager, _, _ = time_sides(
-                    [lambda f=fn, a=x, kw=k: f(*a, **kw) for x, k in sets_k],
+                eager, kernel, _, kernel_host, window = timed_with_window(
                     [lambda p=packet, b=x, kw=k: p(*b, **kw) for x, k in sets_e],
+                    [lambda f=fn, a=x, kw=k: f(*a, **kw) for x, k in sets_k],
                     flush,
-                    args.reps,
-                    20.0,
+                    timing,
                     wait,
                 )
                 row["kernel_us"] = statistics.median(kernel) * 1e3
                 row["eager_us"] = statistics.median(eager) * 1e3
+                row["kernel_host_us"] = statistics.median(kernel_host) * 1e3
+                row["window_us"] = window
                 moved = _bytes_moved(args.op, a, packet(*b, **kw))
                 row["bw_pct"] = (
                     100 * moved / (row["kernel_us"] * 1e-6) / (timing.hbm_bandwidth_gbps * 1e9)
@@ -146,6 +151,7 @@ def main() -> None:
                 f"{args.op} {combo} {case.serialize()[:70]}: "
                 + (
                     f"kernel {row['kernel_us']:.1f} us ({row['bw_pct']:.0f}% bw), eager {row['eager_us']:.1f} us"
+                    f" (kernel host {row['kernel_host_us']:.0f} us, GPU wait {row['window_us']:.0f} us)"
                     if ok
                     else f"WRONG {row.get('error', 'result differs from eager')}"
                 ),

@@ -311,6 +311,47 @@ def _argument_sets(
     return eager_fns, kernel_fns
 
 
+def timed_with_window(
+    eager_fns: list[Any],
+    kernel_fns: list[Any],
+    flush: Callable[[], object],
+    cfg: TimingConfig,
+    wait_cycles: int,
+) -> tuple[list[float], list[float], list[float], list[float], float]:
+    """Warm-up calls of both sides (their host time sets the case's GPU window,
+    `case_window_us`), then `time_sides`, once more with a longer window when the host got slower
+    while timing. `wait_cycles` is the configured window's wait. Returns the device ms and host
+    ms of each side's timed calls and the window used (us). Shared by the evaluator and
+    benchmarks/knob_sweep.py, so a sweep on a slow host does not count host time as GPU time."""
+    eager, kernel = eager_fns[0], kernel_fns[0]
+
+    def measure(window_us: float) -> tuple[list[float], list[float], list[float], list[float]]:
+        cycles = (
+            wait_cycles
+            if window_us == cfg.host_window_us
+            else int(wait_cycles * window_us / cfg.host_window_us)
+        )
+        return time_sides(
+            eager_fns, kernel_fns, flush, cfg.num_reps, cfg.max_time_per_case_s, cycles
+        )
+
+    warm_host: tuple[list[float], list[float]] = ([], [])
+    for _ in range(cfg.num_warmup):
+        for call, host in zip((eager, kernel), warm_host, strict=True):
+            t0 = _perf()
+            call()
+            host.append((_perf() - t0) * 1e3)
+    _sync()
+    window_us = case_window_us(cfg.host_window_us, [statistics.median(h) for h in warm_host if h])
+    eager_ms, kernel_ms, eager_host, kernel_host = measure(window_us)
+    host_ms = [statistics.median(eager_host), statistics.median(kernel_host)]
+    if window_us > 0 and max(host_ms) * 1e3 > window_us:
+        # the host got slower while timing (other sandboxes): again with a longer wait
+        window_us = case_window_us(window_us, host_ms)
+        eager_ms, kernel_ms, eager_host, kernel_host = measure(window_us)
+    return eager_ms, kernel_ms, eager_host, kernel_host, window_us
+
+
 def _measure_case(
     judge: Judge,
     fn: Any,
@@ -323,35 +364,10 @@ def _measure_case(
     cfg = judge.cfg.timing
     eager_fns, kernel_fns = _argument_sets(judge, fn, item, cfg, sets)
     steady = len(eager_fns) > 1
-    eager, kernel = eager_fns[0], kernel_fns[0]
-
-    def measure(cycles: int) -> tuple[list[float], list[float], list[float], list[float]]:
-        return time_sides(
-            eager_fns, kernel_fns, flush, cfg.num_reps, cfg.max_time_per_case_s, cycles
-        )
-
-    out = eager()
-    warm_host: tuple[list[float], list[float]] = ([], [])
-    for _ in range(cfg.num_warmup):
-        for call, host in zip((eager, kernel), warm_host, strict=True):
-            t0 = _perf()
-            call()
-            host.append((_perf() - t0) * 1e3)
-    _sync()
-    window_us = case_window_us(cfg.host_window_us, [statistics.median(h) for h in warm_host if h])
-    cycles = (
-        wait_cycles
-        if window_us == cfg.host_window_us
-        else int(wait_cycles * window_us / cfg.host_window_us)
+    out = eager_fns[0]()
+    eager_ms, kernel_ms, eager_host, kernel_host, window_us = timed_with_window(
+        eager_fns, kernel_fns, flush, cfg, wait_cycles
     )
-    eager_ms, kernel_ms, eager_host, kernel_host = measure(cycles)
-    host_ms = [statistics.median(eager_host), statistics.median(kernel_host)]
-    if window_us > 0 and max(host_ms) * 1e3 > window_us:
-        # the host got slower while timing (other sandboxes): again with a longer wait
-        window_us = case_window_us(window_us, host_ms)
-        eager_ms, kernel_ms, eager_host, kernel_host = measure(
-            int(wait_cycles * window_us / cfg.host_window_us)
-        )
     return {
         "eager_ms": eager_ms,
         "kernel_ms": kernel_ms,
@@ -359,7 +375,7 @@ def _measure_case(
         "kernel_host_ms": statistics.median(kernel_host),
         "host_window_us": window_us,
         "l2_state": "steady" if steady else "flushed",
-        "args": kernel.args,
+        "args": kernel_fns[0].args,
         "out": out,
     }
 

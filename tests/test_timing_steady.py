@@ -139,3 +139,30 @@ def test_time_sides_takes_the_flushed_path_with_one_set(monkeypatch: pytest.Monk
     )
     assert log == ["f", "a", "f", "b"] * 3  # a flush before every timed call
     assert len(times_a) == len(times_b) == 3
+
+
+def test_window_grows_with_the_host_time_of_a_slow_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`timed_with_window` (the evaluator's and knob_sweep's timing): a side whose calls need more
+    host time than the configured window gets a proportionally longer GPU wait before each timed
+    call, so host time is not read as GPU time; a fast pair keeps the configured wait."""
+    monkeypatch.setattr(timing, "_Event", _CpuEvent)
+    monkeypatch.setattr(timing, "_sync", lambda: None)
+    waits: list[int] = []
+    monkeypatch.setattr(timing, "_gpu_wait", waits.append)
+    cfg = TimingConfig(num_warmup=3, num_reps=4, host_window_us=200.0)
+
+    def slow() -> None:
+        time.sleep(0.002)  # 2 ms of host time: 10x the window
+
+    _, _, _, kernel_host, window = timing.timed_with_window(
+        [lambda: None], [slow], lambda: None, cfg, 1000
+    )
+    assert window >= timing.HOST_WINDOW_MARGIN * 2000 * 0.99
+    assert min(kernel_host) >= 2.0  # host ms of the slow side
+    assert waits and min(waits) >= int(1000 * window / 200.0) * 0.99
+    waits.clear()
+    eager, kernel, _, _, window = timing.timed_with_window(
+        [lambda: None], [lambda: None], lambda: None, cfg, 1000
+    )
+    assert window == 200.0 and set(waits) == {1000}
+    assert len(eager) == len(kernel) == 4
