@@ -10,7 +10,9 @@ kernels are also compiled for an sm_90 GPU, and a GPU-only test judges real torc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from builtin_support import assert_compiles_for_sm90, run_generated
@@ -105,8 +107,72 @@ def test_nchw_operands_are_read_in_place_when_not_staged() -> None:
         cases = _cases(texts)
         text = _write(op, cases)
         assert "\n_NHWC_STAGE = True" in text
-        assert run_generated(op, text.replace("\n_NHWC_STAGE = True", "\n_NHWC_STAGE = False"),
-                             cases) == []
+        assert (
+            run_generated(op, text.replace("\n_NHWC_STAGE = True", "\n_NHWC_STAGE = False"), cases)
+            == []
+        )
+
+
+class _RecordingTuner:
+    """Stands in for a Triton autotuner on the CPU: launches the plain kernel with one config and
+    reports it as the best, counting how often it was asked."""
+
+    def __init__(self, plain: Any, config: Any, derived: Callable[[dict], dict]) -> None:
+        self.plain, self.config, self.derived, self.calls = plain, config, derived, 0
+
+    def __getitem__(self, grid: Callable[[dict], tuple]) -> Callable[..., None]:
+        def run(*args: Any, **kwargs: Any) -> None:
+            self.calls += 1
+            self.best_config = self.config
+            meta = dict(self.config.kwargs)
+            self.plain[grid(meta)](
+                *args,
+                **kwargs,
+                **meta,
+                **self.derived(meta),
+                num_warps=self.config.num_warps,
+                num_stages=1,
+            )
+
+        return run
+
+
+def test_tuned_launches_autotune_once_per_shape_then_launch_the_best_config(
+    tmp_path: Path,
+) -> None:
+    """On a GPU the forward autotunes a shape's first call and launches the best config directly
+    afterwards (`_launch_tuned`); here a recording tuner stands in for Triton's autotuner."""
+    import sys
+
+    import torch
+    import triton
+    from kernel_loading import load_kernel
+
+    cases = _cases(FORWARD_CASES[:6])
+    kernel = load_kernel(FWD, _write(FWD, cases), tmp_path)
+    module = sys.modules[kernel.__module__]
+    gemm = _RecordingTuner(
+        module._conv_gemm_kernel,
+        triton.Config({"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16}, num_warps=4),
+        lambda meta: {"EVEN_C": False},
+    )
+    direct = _RecordingTuner(
+        module._conv_direct_kernel,
+        triton.Config({"BLOCK_P": 32, "BLOCK_C": 16}, num_warps=4),
+        lambda meta: {},
+    )
+    module._conv_gemm_tuned = {True: gemm, False: gemm}
+    module._conv_direct_tuned = direct
+    module._tuned = lambda device: True
+    gen = torch.Generator().manual_seed(0)
+    for C, OC, G in ((16, 8, 1), (6, 6, 6)):  # the GEMM kernel, then the depthwise one
+        x = torch.randn(2, C, 5, 6, generator=gen)
+        w = torch.randn(OC, C // G, 3, 3, generator=gen)
+        want = torch.ops.aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], G)
+        for _ in range(3):
+            got = kernel(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], G)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert (gemm.calls, direct.calls, len(module._BEST)) == (1, 1, 2)
 
 
 @pytest.mark.parametrize(
