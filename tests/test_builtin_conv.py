@@ -113,6 +113,16 @@ def test_nchw_operands_are_read_in_place_when_not_staged() -> None:
         )
 
 
+def test_backward_bias_summed_by_the_weight_kernel_matches_eager() -> None:
+    """`_BIAS_IN_WEIGHT` (a knob, off): the weight-gradient GEMM kernel also sums grad_bias, per
+    split or directly, flattened-K and per-tap, grouped, channels-last and NCHW."""
+    cases = _cases([BACKWARD_CASES[i] for i in (0, 2, 7, 8, 10)])
+    text = _write(BWD, cases)
+    assert "\n_BIAS_IN_WEIGHT = False" in text
+    text = text.replace("\n_BIAS_IN_WEIGHT = False", "\n_BIAS_IN_WEIGHT = True")
+    assert run_generated(BWD, text, cases) == []
+
+
 class _RecordingTuner:
     """Stands in for a Triton autotuner on the CPU: launches the plain kernel with one config and
     reports it as the best, counting how often it was asked."""

@@ -155,18 +155,21 @@ def _bwd_input_kernel(
 
 @triton.jit
 def _bwd_weight_kernel(
-    g_ptr, x_ptr, out_ptr,
-    P, P_PER, OHW, OW, H, W, CG, OCG, NW, KW, KHW, NJ,
+    g_ptr, x_ptr, out_ptr, gb_ptr,
+    P, P_PER, OHW, OW, H, W, CG, OCG, NW, WS, KW, KHW, NJ,
     sgn, sgc, sgh, sgw, sxn, sxc, sxh, sxw,
     str_h, str_w, pad_h, pad_w, dil_h, dil_w,
-    FLAT: tl.constexpr, SPLIT: tl.constexpr, WIDEN: tl.constexpr, PREC: tl.constexpr,
-    IDX64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    FLAT: tl.constexpr, SPLIT: tl.constexpr, BIAS: tl.constexpr, WIDEN: tl.constexpr,
+    PREC: tl.constexpr, IDX64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
 ):
     """gw[g*OCG + i, c, kh, kw] = sum over pixels (n, oh, ow) of go[n, g*OCG + i, oh, ow] *
     x[n, g*CG + c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw], over this program's pixel range.
 
     Columns j are input channels of one tap (program_id(1) = group * KHW + tap), or (c, kh, kw)
-    flattened when FLAT. SPLIT: fp32 partials go to out_ptr[split * NW + index].
+    flattened when FLAT. SPLIT: fp32 partials go to out_ptr[split * WS + index]. BIAS: the
+    programs of the first column tile and tap also sum grad_output's rows they load, for
+    grad_bias (to gb_ptr, or as partials after the weight's in each split's WS elements).
     """
     pid = tl.program_id(0)
     gr = tl.program_id(1)
@@ -207,6 +210,7 @@ def _bwd_weight_kernel(
     g_col = oc * sgc
     x_col = (g * CG + c) * sxc
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    bacc = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for p0 in range(p_start, p_end, BLOCK_K):
         p = p0 + rk
         pin = p < p_end
@@ -216,6 +220,8 @@ def _bwd_weight_kernel(
         ow = pix % OW
         a = tl.load(g_ptr + g_col[:, None] + (img * sgn + oh * sgh + ow * sgw)[None, :],
                     mask=pin[None, :], other=0.0)
+        if BIAS:
+            bacc += tl.sum(a.to(tl.float32), axis=1)
         if FLAT:
             ih = (oh * str_h - pad_h)[None, :] + (kh * dil_h)[:, None]
             iw = (ow * str_w - pad_w)[None, :] + (kw * dil_w)[:, None]
@@ -235,10 +241,20 @@ def _bwd_weight_kernel(
         acc = tl.dot(a, tl.trans(b), acc, input_precision=PREC)
     offs = (oc * (CG * KHW))[:, None] + col[None, :]
     mask = (ri < OCG)[:, None] & (rj < NJ)[None, :]
+    if BIAS:
+        own = pid_n == 0  # one program per (rows, split) stores them: the first column tile
+        if not FLAT:
+            own = own & (tap == 0)  # ... of the first tap
+        # (a row bound, not `& own`: the interpreter turns a vector & scalar mask into int32)
+        bmask = ri < tl.where(own, OCG, 0)
+        if SPLIT:  # after the weight partials of this split
+            tl.store(out_ptr + split.to(tl.int64) * WS + NW + oc, bacc, mask=bmask)
+        else:
+            tl.store(gb_ptr + oc, bacc.to(gb_ptr.dtype.element_ty), mask=bmask)
     if SPLIT:
         if not FLAT:  # tap-major partials: rows of contiguous input channels (_sum_splits_kernel)
             offs = tap * (NW // KHW) + (oc * CG)[:, None] + c[None, :]
-        tl.store(out_ptr + split.to(tl.int64) * NW + offs, acc, mask=mask)
+        tl.store(out_ptr + split.to(tl.int64) * WS + offs, acc, mask=mask)
     else:
         tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -287,11 +303,12 @@ def _bwd_bias_kernel(
 
 
 @triton.jit
-def _sum_splits_kernel(ws_ptr, out_ptr, L, S, TAPS, BLOCK: tl.constexpr):
-    """out[i] = sum over s of ws[s * L + i], in split order (deterministic). TAPS > 1: the
-    partials are tap-major, ws[s * L + tap * (L / TAPS) + r] for out[r * TAPS + tap] (weight
-    gradient rows [out channel, in channel] per tap, which the weight kernels write along
-    contiguous channels instead of with a stride of TAPS)."""
+def _sum_splits_kernel(ws_ptr, out_ptr, out2_ptr, L, NW, S, TAPS, BLOCK: tl.constexpr):
+    """out[i] = sum over s of ws[s * L + i], in split order (deterministic), for i < NW; the
+    rest of each split's L elements go to out2[i - NW] (grad_bias after grad_weight). TAPS > 1:
+    the first NW partials are tap-major, ws[s * L + tap * (NW / TAPS) + r] for out[r * TAPS +
+    tap] (weight gradient rows [out channel, in channel] per tap, which the weight kernels write
+    along contiguous channels instead of with a stride of TAPS)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < L
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -299,10 +316,13 @@ def _sum_splits_kernel(ws_ptr, out_ptr, L, S, TAPS, BLOCK: tl.constexpr):
     for _ in range(0, S):
         acc += tl.load(ptrs, mask=ok, other=0.0)
         ptrs += L
+    first = offs < NW
+    dst = offs
     if TAPS > 1:
-        rows = L // TAPS
-        offs = (offs % rows) * TAPS + offs // rows
-    tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=ok)
+        rows = NW // TAPS
+        dst = tl.where(first, (offs % rows) * TAPS + offs // rows, offs)
+    tl.store(out_ptr + dst, acc.to(out_ptr.dtype.element_ty), mask=ok & first)
+    tl.store(out2_ptr + (offs - NW), acc.to(out2_ptr.dtype.element_ty), mask=ok & (offs >= NW))
 
 
 @triton.jit
@@ -408,6 +428,11 @@ def _bwd_weight_direct_kernel(
         tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=rc < OC)
 
 
+# grad_bias summed by the weight-gradient GEMM kernel from the grad_output tiles it loads anyway
+# (two launches fewer: the bias kernel and its split sum); a knob for knob_sweep, unmeasured, off
+_BIAS_IN_WEIGHT = False
+
+
 def _partials(out, splits):
     """Where split programs write: an fp32 workspace of `splits` slices, or `out` itself."""
     if splits == 1:
@@ -415,14 +440,16 @@ def _partials(out, splits):
     return torch.empty((splits * out.numel(),), dtype=torch.float32, device=out.device)
 
 
-def _finish_splits(ws, out, splits, taps=1):
+def _finish_splits(ws, out, splits, taps=1, out2=None):
     """Sum the fp32 partials of `splits` programs into `out` (contiguous), in a fixed order
-    (`taps` > 1: the partials are tap-major, see _sum_splits_kernel)."""
+    (`taps` > 1: the partials are tap-major, see _sum_splits_kernel); with `out2`, each split's
+    partials of out2 follow those of out."""
     # enough programs to have many loads in flight (1024-wide blocks over a [256, 64] weight
     # gradient's 128 splits: 16 programs, 20 us on the H200)
-    block = _clamp_pow2(_cdiv(out.numel(), 256), 64, 1024)
-    _sum_splits_kernel[(_cdiv(out.numel(), block),)](ws, out, out.numel(), splits, taps,
-                                                     BLOCK=block)
+    n = out.numel() + (out2.numel() if out2 is not None else 0)
+    block = _clamp_pow2(_cdiv(n, 256), 64, 1024)
+    _sum_splits_kernel[(_cdiv(n, block),)](ws, out, out if out2 is None else out2, n,
+                                           out.numel(), splits, taps, BLOCK=block)
 
 
 def _grad_input(go, x, w, stride, padding, dilation, G, idx64):
@@ -460,14 +487,17 @@ def _grad_input(go, x, w, stride, padding, dilation, G, idx64):
     return gi
 
 
-def _grad_weight(go, x, w, stride, padding, dilation, G, idx64):
+def _grad_weight(go, x, w, stride, padding, dilation, G, idx64, want_bias=False):
+    """(grad_weight, grad_bias or None): with want_bias the GEMM kernel also sums grad_bias
+    (`_BIAS_IN_WEIGHT`); the depthwise kernels leave it to `_grad_bias`."""
     N, C, H, W = x.shape
     OC, CG, KH, KW = w.shape
     OCG = OC // G
     OH, OW = go.shape[2], go.shape[3]
     gw = torch.empty((OC, CG, KH, KW), dtype=w.dtype, device=w.device)
+    gb = None
     if gw.numel() == 0:
-        return gw
+        return gw, gb
     P = N * OH * OW
     NW = gw.numel()
     geometry = dict(
@@ -494,15 +524,20 @@ def _grad_weight(go, x, w, stride, padding, dilation, G, idx64):
         tiles = _cdiv(OCG, bm) * _cdiv(NJ, bn)
         splits = _splits(tiles * G * R, P, bk, x.device)
         per, splits = _split_range(P, splits, bk)
-        out = _partials(gw, splits)
+        if want_bias:
+            gb = torch.empty((OC,), dtype=go.dtype, device=go.device)
+        WS = NW + (OC if want_bias else 0)  # each split's partials: the weight's, then the bias's
+        out = gw if splits == 1 else torch.empty((splits * WS,), dtype=torch.float32,
+                                                 device=gw.device)
         taps = R
         _bwd_weight_kernel[(tiles, G * R, splits)](
-            go, x, out, P, per, OH * OW, OW, H, W, CG, OCG, NW, KW, KH * KW, NJ, **geometry,
-            FLAT=flat, SPLIT=splits > 1, WIDEN=_INTERPRET, PREC=_precision(x.dtype, x.device),
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps, num_stages=3)
+            go, x, out, gw if gb is None else gb, P, per, OH * OW, OW, H, W, CG, OCG, NW, WS, KW,
+            KH * KW, NJ, **geometry, FLAT=flat, SPLIT=splits > 1, BIAS=want_bias,
+            WIDEN=_INTERPRET, PREC=_precision(x.dtype, x.device), BLOCK_M=bm, BLOCK_N=bn,
+            BLOCK_K=bk, num_warps=warps, num_stages=3)
     if splits > 1:
-        _finish_splits(out, gw, splits, taps)
-    return gw
+        _finish_splits(out, gw, splits, taps, gb)
+    return gw, gb
 
 
 def _grad_bias(go, idx64):
@@ -546,9 +581,12 @@ def _op(grad_output, input, weight, bias_sizes, stride, padding, dilation, trans
     if not (w.shape[1] == 1 and OC // G <= 4) and (mask[0] or mask[1]):
         gs = _staged(go)  # GEMM kernels (not depthwise): channels_last operands when the knob says so
     gi = _grad_input(gs, x, w, stride, padding, dilation, G, idx64) if mask[0] else None
-    gw = _grad_weight(gs, _staged(x) if gs is not go else x, w, stride, padding, dilation, G,
-                      idx64) if mask[1] else None
-    gb = _grad_bias(gs, idx64) if mask[2] else None  # staged: loads along channels
+    gw = gb = None
+    if mask[1]:
+        gw, gb = _grad_weight(gs, _staged(x) if gs is not go else x, w, stride, padding, dilation,
+                              G, idx64, want_bias=mask[2] and _BIAS_IN_WEIGHT)
+    if mask[2] and gb is None:
+        gb = _grad_bias(gs, idx64)  # staged: loads along channels
     if one_d:
         gi = gi.squeeze(2) if gi is not None else None
         gw = gw.squeeze(2) if gw is not None else None
