@@ -126,6 +126,7 @@ def main() -> None:
     print(
         f"{'op':38} {'MiB':>8} | % HBM by kernel time: eager / ours / copy | µs eager / ours / copy"
     )
+    ours_pct: dict[str, float] = {}
     for oc in select_operators("torchbench", ops=ops).ops:
         try:
             case, moved, (eager_us, eager_k), (ours_us, ours_k), (copy_us, _) = _measure_op(
@@ -159,6 +160,12 @@ def main() -> None:
             f"                  | {eager_us:.1f} / {ours_us:.1f} / {copy_us:.1f}",
             flush=True,
         )
+        ours_pct[oc.op] = pct[1]
+    below = sorted(op for op, pct in ours_pct.items() if pct < 80)
+    print(
+        f"{len(ours_pct) - len(below)} of {len(ours_pct)} operators at >= 80% of HBM bandwidth by "
+        f"kernel time" + (f"; below: {', '.join(below)}" if below else "")
+    )
 
 
 if __name__ == "__main__":
