@@ -3,8 +3,8 @@
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
 # Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
-#        window | breakdown | copybw | evalops | profile
-# evalops and profile take the operators from $OPS (comma-separated); evalops writes their builtin
+#        window | breakdown | copybw | evalops | profile | devbw
+# evalops, profile and devbw take the operators from $OPS (comma-separated); evalops writes their builtin
 # kernels first.
 # Each step writes its log and a tarball of its run folder under OUTDIR.
 set -uo pipefail
@@ -53,6 +53,11 @@ for step in "$@"; do
       timeout -s INT -k 30 "${EVALOPS_TIMEOUT:-300}" python3 -m agent.run --config configs/builtin_gpu.toml \
         --evaluate-only --suite torchbench --device cuda --kernels-dir generated_kernels --ops "$OPS" >> "$out/evalops.log" 2>&1
       keep_run evalops ;;
+    devbw)
+      # bandwidth by GPU kernel time (benchmarks/device_bandwidth.py) of $OPS; needs their kernels
+      python3 benchmarks/write_builtin.py generated_kernels --ops "$OPS" > "$out/devbw.log" 2>&1
+      timeout "${DEVBW_TIMEOUT:-300}" python3 benchmarks/device_bandwidth.py generated_kernels \
+        --ops "$OPS" --out "$out/devbw.jsonl" >> "$out/devbw.log" 2>&1 ;;
     profile)
       timeout "${PROFILE_TIMEOUT:-200}" python3 benchmarks/kernel_profile.py generated_kernels --ops "$OPS" --largest \
         --cases "${PROFILE_CASES:-2}" --out "$out/profile.jsonl" > "$out/profile.log" 2>&1 ;;
