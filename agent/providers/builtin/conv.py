@@ -151,8 +151,9 @@ _NHWC_STAGE = True
 
 
 def _staged(t):
-    """t, or a channels_last copy of t when _NHWC_STAGE and t is NCHW with several channels."""
-    if not (_NHWC_STAGE and t.stride(1) != 1 and t.shape[1] > 1):
+    """t, or a channels_last copy of t when _NHWC_STAGE and t is NCHW with 16 channels or more
+    (with fewer, a row padded to 16 channels would be mostly padding)."""
+    if not (_NHWC_STAGE and t.stride(1) != 1 and t.shape[1] >= 16):
         return t
     N, C, H, W = t.shape
     # pixel rows padded to a multiple of 16 channels (the pad is never read): Triton marks a
@@ -484,10 +485,10 @@ def _op(input, weight, bias, stride, padding, dilation, transposed, output_paddi
     b = bias if bias is not None else y
     M = N * OH * OW
     direct = CG == 1 and OCG <= 4
-    if not direct:
+    flat = not direct and CG < 16 and KH * KW > 1
+    if not direct and not flat:  # few channels (K flattened over taps) stay NCHW, as measured
         x = _staged(x)
     T = x.stride(1) != 1  # pixels, not channels, are the input's contiguous axis (NCHW)
-    flat = not direct and CG < 16 and KH * KW > 1
     if not direct and not flat and KH * KW > 1 and w.stride(1) != 1:
         # the K loop walks channels: a channels-innermost weight copy keeps its loads coalesced
         w = w.contiguous(memory_format=torch.channels_last)

@@ -583,8 +583,10 @@ def _op(grad_output, input, weight, bias_sizes, stride, padding, dilation, trans
     gi = _grad_input(gs, x, w, stride, padding, dilation, G, idx64) if mask[0] else None
     gw = gb = None
     if mask[1]:
-        gw, gb = _grad_weight(gs, _staged(x) if gs is not go else x, w, stride, padding, dilation,
-                              G, idx64, want_bias=mask[2] and _BIAS_IN_WEIGHT)
+        flat = w.shape[1] < 16 and w.shape[2] * w.shape[3] > 1  # K over (c, kh, kw): x in place
+        xs = _staged(x) if gs is not go and not flat else x
+        gw, gb = _grad_weight(gs, xs, w, stride, padding, dilation, G, idx64,
+                              want_bias=mask[2] and _BIAS_IN_WEIGHT)
     if mask[2] and gb is None:
         gb = _grad_bias(gs, idx64)  # staged: loads along channels
     if one_d:
