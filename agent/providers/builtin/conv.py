@@ -17,7 +17,8 @@ How the generated forward kernel works:
   padding;
 - input, weight, bias and output are addressed through their strides (the output takes the
   input's layout, as eager does); 1-D convolution is the 2-D one on a [N, C, 1, L] view. An NCHW
-  input of the GEMM kernel is first copied to channels_last (`_NHWC_STAGE`): its K loads then run
+  input of the GEMM kernel with 16 channels or more (not the flattened-K path) is first copied
+  to channels_last (`_NHWC_STAGE`): its K loads then run
   along contiguous, 16-byte aligned channels, which Triton vectorizes and pipelines (reading NCHW
   in place, with [channels, pixels] tiles, took 1.3-5x longer on the H200). The channel loop
   reads a channels-innermost copy of a KHxKW weight;
