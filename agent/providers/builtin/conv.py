@@ -18,10 +18,10 @@ How the generated forward kernel works:
 - input, weight, bias and output are addressed through their strides (the output takes the
   input's layout, as eager does); 1-D convolution is the 2-D one on a [N, C, 1, L] view. An NCHW
   input of the GEMM kernel with 16 channels or more (not the flattened-K path) is first copied
-  to channels_last (`_NHWC_STAGE`): its K loads then run
-  along contiguous, 16-byte aligned channels, which Triton vectorizes and pipelines (reading NCHW
-  in place, with [channels, pixels] tiles, took 1.3-5x longer on the H200). The channel loop
-  reads a channels-innermost copy of a KHxKW weight;
+  to channels_last (`_NHWC_STAGE`): its K loads then run along contiguous, 16-byte aligned
+  channels, which Triton vectorizes and pipelines (reading NCHW in place, with [channels, pixels]
+  tiles, took 1.3-5x longer on the H200). The channel loop reads a channels-innermost copy of a
+  KHxKW weight;
 - depthwise-like convolutions (one input channel per group, few outputs per group) use a direct
   kernel over [pixels x channels] tiles: `tl.dot` would be mostly padding there;
 - on an H200 a few tile configs are autotuned per shape; in Triton's CPU interpreter a single
@@ -447,7 +447,7 @@ if not _INTERPRET:
     )(_conv_direct_kernel)
 
 
-_BEST = {}  # (kernel, shape key) -> the autotuner's best config for it
+_BEST = {}  # (kernel kind, device, dtype, sizes, strides, flags) -> the autotuner's best config
 
 
 def _launch_tuned(tuner, plain, key, grid, args, kwargs, derived=lambda meta: {}):
