@@ -392,19 +392,29 @@ def _feature_kernel_reference(grad, index, num_weights, padding_idx):
 
 # (not bf16 here: Triton's interpreter rounds fp32 to bf16 by truncation, the GPU to nearest)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("width", [24, 300])
-def test_embedding_backward_with_few_indices_repeats_eager_cuda_arithmetic(dtype, width) -> None:
+@pytest.mark.parametrize(
+    ("width", "weights", "link"),
+    [(24, 20, (16, 128)), (300, 20, (16, 128)), (24, 20, (32, 32)), (24, 400, (8, 64))],
+)
+def test_embedding_backward_with_few_indices_repeats_eager_cuda_arithmetic(
+    dtype, width, weights, link
+) -> None:
     """Chunks in parallel, then each weight row's chunk sums added in index order: bit for bit
-    the sequential arithmetic, with chains across many chunks (20 weight rows, 150 indices) and
-    more columns than one program takes (300)."""
+    the sequential arithmetic, with chains across many chunks (20 weight rows, 150 indices),
+    more columns than one program takes (300), and chunks without peers, whose grads the fold
+    reads directly (400 weight rows); the link kernel with several (rows, tile) shapes."""
     gen = torch.Generator().manual_seed(2)
     grad = (torch.randn(150, width, generator=gen) * 30).to(dtype)
-    index = torch.randint(0, 20, (150,), generator=gen)
+    index = torch.randint(0, weights, (150,), generator=gen)
     index[40:52] = 7  # a chunk with many peers
+    index[100] = index[140] = 7  # a chain through chunks without peers
     index[60] = 4  # the padding row below
     with tempfile.TemporaryDirectory() as tmp:
-        got = _embedding_backward_kernel(tmp)(grad, index, 20, 4, False)
-    assert torch.equal(got, _feature_kernel_reference(grad, index, 20, 4))
+        kernel = _embedding_backward_kernel(tmp)
+        module = sys.modules[kernel.__module__]
+        module._EMBED_LINK_ROWS, module._EMBED_LINK_TILE = link
+        got = kernel(grad, index, weights, 4, False)
+    assert torch.equal(got, _feature_kernel_reference(grad, index, weights, 4))
 
 
 @pytest.mark.parametrize("weights", [20, 5000])

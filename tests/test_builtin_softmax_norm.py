@@ -691,12 +691,16 @@ def _eager_cuda_bn_backward(go, x, w, mean, istd, steps: bool, fused: bool = Tru
 
 
 @pytest.mark.parametrize(
-    ("shape", "channels_last", "want_dx"),
-    [([4, 3, 40, 40], False, True), ([4, 3, 40, 40], True, True), ([33, 3, 7, 7], False, True),
-     ([33, 3, 7, 7], False, False), ([2, 3, 80, 80], False, True)],
+    ("shape", "channels_last", "want_dx", "knobs"),
+    [([4, 3, 40, 40], False, True, {}), ([4, 3, 40, 40], True, True, {}),
+     ([33, 3, 7, 7], False, True, {}), ([33, 3, 7, 7], False, False, {}),
+     ([2, 3, 80, 80], False, True, {}),
+     # steps 3 at a time (a ragged end), and one at a time
+     ([2, 3, 80, 80], False, True, {"_BN_EAGER_UNROLL": 3}),
+     ([33, 3, 7, 7], False, False, {"_BN_EAGER_UNROLL": 1})],
 )  # fmt: skip
 def test_batch_norm_backward_half_sums_in_cuda_eager_steps(
-    shape: list, channels_last: bool, want_dx: bool
+    shape: list, channels_last: bool, want_dx: bool, knobs: dict
 ) -> None:
     """f16 NCHW: CUDA eager's sums pass through f16 at each term and at each shuffle of its
     block reduction (the H200 failed bf16 cases by ~6 on grad_weight, ~1 on grad_bias, without
@@ -727,7 +731,8 @@ def test_batch_norm_backward_half_sums_in_cuda_eager_steps(
     assert (other_dw - ref_dw).abs().max() > 0.01
     assert (other_db - ref_db).abs().max() > 0.001
     with tempfile.TemporaryDirectory() as tmp:
-        kernel = load_kernel(op, _write(norm, op, [case]), Path(tmp))
+        text = _with_constants(_write(norm, op, [case]), **knobs)
+        kernel = load_kernel(op, text, Path(tmp))
         dx, dw, db = kernel(go, x, w, None, None, mean, istd, True, 1e-5, [want_dx, True, True])
     torch.testing.assert_close(dw.double(), ref_dw, rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(db.double(), ref_db, rtol=1e-6, atol=1e-5)
@@ -735,3 +740,21 @@ def test_batch_norm_backward_half_sums_in_cuda_eager_steps(
         torch.testing.assert_close(dx.double(), ref_dx, rtol=1e-2, atol=1e-2)
     else:
         assert dx is None
+
+
+def test_batch_norm_backward_eager_steps_compile_for_sm90_unrolled() -> None:
+    """The eager-order partial sums as the H200 runs them, their steps unrolled by the rule and
+    by 8."""
+    op = "native_batch_norm_backward.default"
+    cases = [
+        parse_case(
+            f"((T({shape}, bf16), T({shape}, bf16), T([{shape[1]}], f32), T([{shape[1]}], f32),"
+            f" T([{shape[1]}], f32), T([{shape[1]}], f32), T([{shape[1]}], f32), True, 1e-05,"
+            " [True, True, True]), {})"
+        )
+        for shape in ([32, 64, 56, 56], [32, 1024, 14, 14])
+    ]
+    text = _write(norm, op, cases)
+    assert_compiles_for_sm90(
+        [(op, text, cases), (op, _with_constants(text, _BN_EAGER_UNROLL=8), cases)]
+    )

@@ -1268,97 +1268,118 @@ def _embed_out_rows_kernel(acc_ptr, accf_ptr, slot_ptr, out_ptr, AMAX, R, NW, D,
 
 
 @triton.jit
-def _embed_lead_kernel(g_ptr, idx_ptr, tmp_ptr, R, D, padding_idx,
-                       I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                       CHUNK: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Step 1 of eager's arithmetic for few indices (CUDA's embedding_backward_feature_kernel,
-    up to 3072 indices): per chunk of CHUNK rows, each row that is the first of the chunk with
-    its weight row (its leader) gets the fp32 sum, in index order, of the chunk's rows that
-    share that weight row, rounded to the output dtype: tmp[row] (other rows' tmp is unused).
-    Chunks are independent, so every (chunk, columns) pair is its own program."""
-    i = tl.arange(0, CHUNK)
-    rows = tl.program_id(0).to(tl.int64) * CHUNK + i
-    cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
-    col_ok = cols < D
-    row_ok = rows < R
-    ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
-    idx = tl.load(idx_ptr + ioff, mask=row_ok, other=0).to(tl.int64)
-    live = row_ok & (idx != padding_idx)
-    m = live[:, None] & col_ok[None, :]
-    total = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=m, other=0).to(tl.float32)
-    peers = live[:, None] & live[None, :] & (idx[:, None] == idx[None, :]) & (i[:, None] < i[None, :])
-    if tl.max(tl.sum(peers.to(tl.int32), axis=1)) > 0:
-        # rows sharing a weight row (rare with many weights): each row's later peers added one
-        # at a time, in order; row j is loaded again (from cache) rather than taken out of the
-        # tile, which would cost a reduction per step
-        for j in tl.static_range(CHUNK):
-            r_j = tl.full([1], j, tl.int64) + tl.program_id(0).to(tl.int64) * CHUNK
-            ok_j = r_j < R
-            ioff_j, goff_j = _embed_rows(r_j, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
-            idx_j = tl.load(idx_ptr + ioff_j, mask=ok_j, other=0).to(tl.int64)
-            live_j = ok_j & (idx_j != padding_idx)
-            g_j = tl.load(g_ptr + goff_j + cols * SGD, mask=col_ok & live_j, other=0)
-            match = live & live_j & (idx == idx_j) & (i < j)
-            total = tl.where(match[:, None], total + g_j.to(tl.float32)[None, :], total)
-    tl.store(tmp_ptr + rows[:, None] * D + cols[None, :], total.to(tmp_ptr.dtype.element_ty),
-             mask=m)
-
-
-@triton.jit
 def _embed_link_kernel(idx_ptr, link_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3,
-                       CHUNK: tl.constexpr, BLOCK_Q: tl.constexpr):
-    """Step 2: the order in which leaders are added to their weight row. For row r (one
-    program each): link[r] = the first row of a later chunk with r's weight row (that row is
-    its chunk's leader), or -1; link[R + r] = r's weight row when no earlier row has it (r heads
-    the chain), else -1. Each program scans all R <= 3072 indices in 1-D tiles (a [rows,
-    indices] tile per program was 33 us for 1024 indices on the H200, its layout conversions
-    and reductions in every step)."""
-    r = tl.program_id(0).to(tl.int64)
-    ioff, _ = _embed_rows(r, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
-    idx = tl.load(idx_ptr + ioff).to(tl.int64)
-    c_end = (r // CHUNK + 1) * CHUNK
-    nxt = tl.full([BLOCK_Q], R, tl.int64)
-    seen = tl.zeros([BLOCK_Q], tl.int32)
-    for q0 in range(0, R, BLOCK_Q):
-        q = q0 + tl.arange(0, BLOCK_Q).to(tl.int64)
-        q_ok = q < R
-        qoff, _unused = _embed_rows(q, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
-        eq = q_ok & (tl.load(idx_ptr + qoff, mask=q_ok, other=0).to(tl.int64) == idx)
-        nxt = tl.minimum(nxt, tl.where(eq & (q >= c_end), q, R))
-        seen = tl.maximum(seen, (eq & (q < r)).to(tl.int32))
-    first = tl.min(nxt, axis=0)
-    live = idx != padding_idx
-    tl.store(link_ptr + r, tl.where(live & (first < R), first, -1))
-    tl.store(link_ptr + R + r, tl.where(live & (tl.max(seen, axis=0) == 0), idx, -1))
+                       CHUNK: tl.constexpr, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Step 1 of eager's arithmetic for few indices (CUDA's embedding_backward_feature_kernel,
+    up to 3072 indices, sums each chunk of CHUNK rows on its own; a row that is the first of its
+    chunk with its weight row is that row's leader): the order in which leaders are added to
+    their weight row. One program per ROWS
+    rows r (ROWS divides CHUNK), comparing their indices with all R indices q in [ROWS, BLOCK_Q]
+    tiles, elementwise (the reductions come once, at the end):
+    - link[r]: the first row of a later chunk with r's weight row (that row is its chunk's
+      leader), or -1;
+    - link[R + r]: r's weight row when no earlier row has it (r heads the chain), else -1;
+    - link[2R + r]: 1 when a later row of r's chunk (a peer) has its weight row, else 0.
+    Indices compare as int32 (valid ones are below num_weights; masked loads give -1, which no
+    valid index equals), so each index before r's chunk costs a compare and an or, each after
+    it a compare, a select and a min. (One program per row scanning 1-D int64 tiles took 87 us
+    for 8192 indices on the H200; one per chunk of 32 rows, int64, 75 us.)"""
+    rows0 = tl.program_id(0) * ROWS
+    r = rows0 + tl.arange(0, ROWS)[:, None]
+    c0 = rows0 // CHUNK * CHUNK
+    c_end = c0 + CHUNK
+    r_ok = r < R
+    ioff, _ = _embed_rows(r.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    idx = tl.load(idx_ptr + ioff, mask=r_ok, other=-1).to(tl.int32)
+    big = R + CHUNK
+    seen = tl.zeros([ROWS, BLOCK_Q], tl.int1)
+    for q0 in range(0, c0, BLOCK_Q):
+        q = q0 + tl.arange(0, BLOCK_Q)[None, :]
+        qoff, _unused = _embed_rows(q.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+        seen = seen | (tl.load(idx_ptr + qoff, mask=q < c0, other=-1).to(tl.int32) == idx)
+    nxt = tl.full([ROWS, BLOCK_Q], big, tl.int32)
+    for q0 in range(c_end, R, BLOCK_Q):
+        q = q0 + tl.arange(0, BLOCK_Q)[None, :]
+        qoff, _unused = _embed_rows(q.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+        qi = tl.load(idx_ptr + qoff, mask=q < R, other=-1).to(tl.int32)
+        nxt = tl.minimum(nxt, tl.where(qi == idx, q, big))
+    # r's own chunk: a row before r with its weight row (r is no leader, so no head), or after
+    # it (r has peers)
+    qc = c0 + tl.arange(0, CHUNK)[None, :]
+    qcoff, _unused = _embed_rows(qc.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    eqc = tl.load(idx_ptr + qcoff, mask=qc < R, other=-1).to(tl.int32) == idx
+    before = tl.max((eqc & (qc < r)).to(tl.int32), axis=1, keep_dims=True)
+    before = tl.maximum(before, tl.max(seen.to(tl.int32), axis=1, keep_dims=True))
+    peers = tl.max((eqc & (qc > r)).to(tl.int32), axis=1, keep_dims=True)
+    first_next = tl.min(nxt, axis=1, keep_dims=True)
+    live = r_ok & (idx != padding_idx)
+    tl.store(link_ptr + r, tl.where(live & (first_next < big), first_next, -1).to(tl.int64),
+             mask=r_ok)
+    tl.store(link_ptr + R + r, tl.where(live & (before == 0), idx, -1).to(tl.int64), mask=r_ok)
+    tl.store(link_ptr + 2 * R + r, (live & (peers > 0)).to(tl.int64), mask=r_ok)
 
 
 @triton.jit
-def _embed_fold_kernel(tmp_ptr, link_ptr, out_ptr, R, D, ROUND: tl.constexpr,
-                       BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Step 3: each chain's head walks its leaders in index order and adds their sums: ROUND,
-    rounded to the output dtype at every step, as eager adds chunk after chunk
-    (out[w] = dtype(out[w] + tmp[k])); otherwise in fp32, rounded once at the end."""
+def _embed_chain_term(g_ptr, idx_ptr, link_ptr, k, on, cols, col_ok, R, I1, I2, I3, SI0, SI1,
+                      SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK: tl.constexpr,
+                      ROUND: tl.constexpr, DT: tl.constexpr):
+    """Leader k's term of its weight row, fp32 (rows where `on`): its grad row, plus its peers'
+    in index order when it has any (fp32, as eager sums a chunk), rounded to DT when ROUND (as
+    eager rounds each chunk's sum). Peers are rare with many weight rows: their loop runs only
+    when one of the rows has some, and loads only theirs."""
+    kk = tl.where(on, k, 0)
+    ioff, goff = _embed_rows(kk, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
+    t = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD, mask=on[:, None] & col_ok[None, :],
+                other=0).to(tl.float32)
+    peer = on & (tl.load(link_ptr + 2 * R + kk, mask=on, other=0) != 0)
+    if tl.max(peer.to(tl.int32)) > 0:
+        w = tl.load(idx_ptr + ioff, mask=peer, other=-1).to(tl.int32)
+        c0 = kk // CHUNK * CHUNK
+        for j in tl.static_range(1, CHUNK):
+            q = c0 + j
+            later = peer & (q > kk) & (q < R)
+            qoff, qg = _embed_rows(q, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
+            same = later & (tl.load(idx_ptr + qoff, mask=later, other=-1).to(tl.int32) == w)
+            g = tl.load(g_ptr + qg[:, None] + cols[None, :] * SGD,
+                        mask=same[:, None] & col_ok[None, :], other=0)
+            t = tl.where(same[:, None], t + g.to(tl.float32), t)
+        if ROUND:
+            t = t.to(DT).to(tl.float32)
+    return t
+
+
+@triton.jit
+def _embed_fold_kernel(g_ptr, idx_ptr, link_ptr, out_ptr, R, D,
+                       I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                       CHUNK: tl.constexpr, ROUND: tl.constexpr, BLOCK_R: tl.constexpr,
+                       BLOCK_C: tl.constexpr):
+    """Step 2: each chain's head walks its leaders in index order and adds their terms
+    (`_embed_chain_term`): ROUND, rounded to the output dtype at every step, as eager adds chunk
+    after chunk (out[w] = dtype(out[w] + term)); otherwise in fp32, rounded once at the end.
+    The output is zero-filled before (a fold over all weight rows that wrote their zeros too
+    took 93 us against 39 + 26 for [4, 2048, 2048] grads into 32000 rows on the H200: its
+    programs wait on chains of dependent loads)."""
+    DT: tl.constexpr = out_ptr.dtype.element_ty
     r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_ok = cols < D
     w = tl.load(link_ptr + R + r, mask=r < R, other=-1)
     head = w >= 0
     if tl.max(head.to(tl.int32)) > 0:
-        v = tl.load(tmp_ptr + r[:, None] * D + cols[None, :],
-                    mask=head[:, None] & col_ok[None, :], other=0).to(tl.float32)
+        v = _embed_chain_term(g_ptr, idx_ptr, link_ptr, r, head, cols, col_ok, R, I1, I2, I3,
+                              SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK, ROUND, DT)
         k = tl.load(link_ptr + r, mask=head, other=-1)
         while tl.max(k) >= 0:
             on = k >= 0
-            kk = tl.where(on, k, 0)
-            t = tl.load(tmp_ptr + kk[:, None] * D + cols[None, :],
-                        mask=on[:, None] & col_ok[None, :], other=0).to(tl.float32)
+            t = _embed_chain_term(g_ptr, idx_ptr, link_ptr, k, on, cols, col_ok, R, I1, I2, I3,
+                                  SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK, ROUND, DT)
             if ROUND:
-                t = (v + t).to(out_ptr.dtype.element_ty).to(tl.float32)
+                t = (v + t).to(DT).to(tl.float32)
             else:
                 t = v + t
             v = tl.where(on[:, None], t, v)
-            k = tl.load(link_ptr + kk, mask=on, other=-1)
-        tl.store(out_ptr + w[:, None] * D + cols[None, :], v.to(out_ptr.dtype.element_ty),
+            k = tl.load(link_ptr + tl.where(on, k, 0), mask=on, other=-1)
+        tl.store(out_ptr + w[:, None] * D + cols[None, :], v.to(DT),
                  mask=head[:, None] & col_ok[None, :])
 
 
@@ -1375,8 +1396,8 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
 
 
 # CUDA eager sums up to this many indices (without scale_grad_by_freq) chunk by chunk, rounding
-# to the output dtype per chunk; `_embed_lead_kernel`, `_embed_link_kernel` and
-# `_embed_fold_kernel` give the same result with every chunk in parallel
+# to the output dtype per chunk; `_embed_link_kernel` and `_embed_fold_kernel` give the same
+# result with every chunk in parallel
 _EAGER_FEATURE_MAX = 3072
 # up to this many indices (no frequency scaling, not f64) the chunk/link/fold kernels sum; past
 # _EAGER_FEATURE_MAX they keep fp32 chunk sums and round once, as eager's sorted path does
@@ -1385,6 +1406,11 @@ _EMBED_CHAIN_MAX = 16384
 # ... and only while the chains are short: at most this many indices per weight row on average
 # (4096 indices into 2 rows took 157 us chained, 116 us with atomics)
 _EMBED_CHAIN_PER_ROW = 64
+# `_embed_link_kernel`: rows per program (a divisor of 32), indices per step, warps (H200,
+# [4,2048] indices into 32000 rows, whole op: 8-32 rows x 64-256 indices 156-171 us, 16 x 64 best)
+_EMBED_LINK_ROWS = 16
+_EMBED_LINK_TILE = 64
+_EMBED_LINK_WARPS = 4
 
 
 def _flat_stride(shape, strides):
@@ -1435,15 +1461,14 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
     if R <= _EMBED_CHAIN_MAX and short_chains and not scale_grad_by_freq and dtype != torch.float64:
         round_chunks = R <= _EAGER_FEATURE_MAX
         out = torch.zeros((num_weights, D), dtype=dtype, device=device)
-        tmp = torch.empty((R, D), dtype=dtype if round_chunks else torch.float32, device=device)
-        link = torch.empty((2 * R,), dtype=torch.int64, device=device)
+        link = torch.empty((3 * R,), dtype=torch.int64, device=device)
+        rows = _EMBED_LINK_ROWS
+        _embed_link_kernel[(_cdiv(R, rows),)](indices, link, R, padding_idx, *geometry[:7],
+                                              CHUNK=32, ROWS=rows, BLOCK_Q=_EMBED_LINK_TILE,
+                                              num_warps=_EMBED_LINK_WARPS)
         bc = max(16, min(_pow2(D), 128))
-        _embed_lead_kernel[(_cdiv(R, 32), _cdiv(D, bc))](grad_output, indices, tmp, R, D,
-                                                         padding_idx, *geometry, CHUNK=32,
-                                                         BLOCK_C=bc, num_warps=4)
-        _embed_link_kernel[(R,)](indices, link, R, padding_idx, *geometry[:7], CHUNK=32,
-                                 BLOCK_Q=min(_pow2(R), 1024), num_warps=4)
-        _embed_fold_kernel[(_cdiv(R, 16), _cdiv(D, bc))](tmp, link, out, R, D,
+        _embed_fold_kernel[(_cdiv(R, 16), _cdiv(D, bc))](grad_output, indices, link, out, R, D,
+                                                         *geometry, CHUNK=32,
                                                          ROUND=round_chunks, BLOCK_R=16,
                                                          BLOCK_C=bc, num_warps=4)
         return out

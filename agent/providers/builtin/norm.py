@@ -525,7 +525,7 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
                        db_ptr, N, C, HW, inv_count, eps,
                        TX: tl.constexpr, TY: tl.constexpr, FUSED: tl.constexpr,
                        TRAIN: tl.constexpr, HAS_W: tl.constexpr, WANT_DW: tl.constexpr,
-                       WANT_DB: tl.constexpr, PDL_NEXT: tl.constexpr):
+                       WANT_DB: tl.constexpr, PDL_NEXT: tl.constexpr, UNROLL: tl.constexpr):
     """Per channel, CUDA eager's backward sums of g and g*(x-mean) for NCHW inputs, step by
     step (one program per channel, as eager's one block per plane):
     - thread (tx, ty) of a TX x TY block sums, in fp32, the elements of batches ty, ty+TY, ...
@@ -539,7 +539,11 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
     fp32 they are no-ops.
     Not FUSED: the two sums go to part[c]. FUSED (grad_input wanted): the rest of eager's
     kernel too, in the same program: grad_weight, grad_bias, and grad_input from the channel's
-    data read again, with eager's formula (one launch instead of three)."""
+    data read again, with eager's formula (one launch instead of three).
+
+    The block's steps (its tile at batch b0, position x0, in eager's order) are walked UNROLL
+    at a time, so that a program has UNROLL tiles' loads in flight rather than one (one tile of
+    a few KB per step left most of the HBM bandwidth unused)."""
     _pdl_enter(False, PDL_NEXT)
     DT: tl.constexpr = x_ptr.dtype.element_ty
     W: tl.constexpr = TX * TY // 32
@@ -547,9 +551,14 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
     mean = tl.load(mean_ptr + c).to(tl.float32)
     a1 = tl.zeros([TY, TX], tl.float32)
     a2 = tl.zeros([TY, TX], tl.float32)
-    for b0 in range(0, N, TY):
-        for x0 in range(0, HW, TX):
-            offs, m = _bn_block_tile(b0, x0, c, N, C, HW, TX, TY)
+    nx = tl.cdiv(HW, TX)
+    steps = tl.cdiv(N, TY) * nx
+    for s0 in range(0, steps, UNROLL):
+        for u in tl.static_range(UNROLL):
+            s = s0 + u
+            bi = s // nx
+            # past the last step, bi * TY >= N masks the whole tile
+            offs, m = _bn_block_tile(bi * TY, (s - bi * nx) * TX, c, N, C, HW, TX, TY)
             g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
             x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
             a1 += g
@@ -574,9 +583,10 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
             tl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
         if WANT_DB:
             tl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
-        for b0 in range(0, N, TY):
-            for x0 in range(0, HW, TX):
-                offs, m = _bn_block_tile(b0, x0, c, N, C, HW, TX, TY)
+        for s0 in range(0, steps, UNROLL):
+            for u in tl.static_range(UNROLL):
+                bi = (s0 + u) // nx
+                offs, m = _bn_block_tile(bi * TY, (s0 + u - bi * nx) * TX, c, N, C, HW, TX, TY)
                 go = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
                 if TRAIN:
                     x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
@@ -765,6 +775,12 @@ _BN_PDL = 0
 # [32,512,28,28] 79/78/83/102, [32,1152,7,7] 38/48/61/99, [32,256,14,14] 37/30/31/40; a
 # pipelined batch loop (num_stages 3) changed nothing
 _BN_EAGER_WARPS = 0
+# `_bn_eager_partials` steps walked per loop iteration (tiles whose loads are in flight at once;
+# 0: 8, or 2 with one warp, whose lanes hold 16 elements per tile). H200, bf16, whole op, 1/2/4/8
+# steps: [32,512,28,28] 78/64/57/55 us (eager 81), [32,64,56,56] 134/92/67/55 (155),
+# [32,128,28,28] 54/41/34/30 (46), [32,256,14,14] 24/21/19/18 (18); one warp: [32,1024,14,14]
+# 44/35/33-36/41, [32,1152,7,7] 26/25/28-30/46 (20)
+_BN_EAGER_UNROLL = 0
 # up to this many elements per channel, grad_input is written by the channel's program too (one
 # launch instead of three; H200 bf16 [32,1152,7,7] 38 -> 27 us, [32,1024,14,14] 53 -> 38);
 # beyond, a separate elementwise pass
@@ -895,9 +911,12 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
             # an fp64 quotient rounded to the fp32 argument is the fp32 quotient eager divides
             partials_ints = (N, C, HW, 1.0 / (N * HW))
             warps = _BN_EAGER_WARPS or (8 if C <= 128 else 2 if C <= 512 else 1)
+            warps = max(1, min(warps, tx * ty // 32))
+            unroll = _BN_EAGER_UNROLL or (2 if warps == 1 else 8)
             partials_consts = dict(TX=tx, TY=ty, FUSED=fused, TRAIN=bool(train),
                                    HAS_W=weight is not None, WANT_DW=want_dw, WANT_DB=want_db,
-                                   PDL_NEXT=pdl1 and not fused, num_warps=warps)
+                                   PDL_NEXT=pdl1 and not fused, UNROLL=unroll,
+                                   num_warps=warps)
         else:
             S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
             partials = _bn_partials[(C, S)]
