@@ -795,3 +795,26 @@ def test_tile_plan_leaves_uneven_widths_to_the_strided_kernel(tmp_path: Path) ->
         merged = [[0, 0, 0, 0, cols, 1], [0, 0, 0, 0, 1, 0]]  # out contiguous, x expanded
         plan = module["_tile_plan"](2, sizes, merged, 4096 * cols, gpu)
         assert (plan if plan is None else plan[1]) == want, cols
+
+
+@pytest.mark.parametrize("op", ["div.Scalar", "div.Tensor", "div_.Tensor", "div.Scalar_mode"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_true_division_by_a_scalar_multiplies_by_its_reciprocal_like_cuda_eager(
+    op: str, dtype: torch.dtype
+) -> None:
+    """CUDA eager divides by a CPU scalar (a Python number) as x * (1 / y), the reciprocal
+    rounded once in fp32 (div_true_kernel_cuda), and by a tensor with an IEEE division: the
+    kernel repeats both, bit for bit. (Not bf16: the interpreter truncates fp32 to bf16.)"""
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(4, 37, generator=gen) * 100).to(dtype)
+    y = (torch.rand(4, 37, generator=gen) + 0.3).to(dtype)
+    kwargs = {"rounding_mode": None} if op.endswith("_mode") else {}
+    with TemporaryDirectory() as tmp:
+        fn = load_kernel(op, write(op, []), Path(tmp))
+        for scalar in (0.825, 3.0, -7.1):
+            got = fn(x.clone(), scalar, **kwargs)
+            inv = torch.tensor(1.0) / torch.tensor(scalar, dtype=torch.float32)
+            assert torch.equal(got, (x.float() * inv).to(dtype)), scalar
+        if op != "div.Scalar" and op != "div.Scalar_mode":
+            got = fn(x.clone(), y)
+            assert torch.equal(got, (x.float() / y.float()).to(dtype))

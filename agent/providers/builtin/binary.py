@@ -64,9 +64,21 @@ def _logical(symbol: str, name: str) -> Elementwise:
 
 _ALPHA = (("alpha", "alpha"),)
 
+# True division. Eager (div_true_kernel_cuda) divides by a CPU scalar (a Python number, a 0-d
+# CPU tensor: here the by-value operand) as x * (1 / y), the reciprocal rounded once in the
+# compute dtype; this repeats it, bits included.
+_TRUE_DIV_BODY = """\
+if Y_SCALAR == 1:
+    out = x * _recip(y_val, CDT)
+else:
+    out = _div(x, y)
+"""
 _DIV_MODE_BODY = """\
 if ROUNDING == 0:
-    out = _div(x, y)
+    if Y_SCALAR == 1:
+        out = x * _recip(y_val, CDT)
+    else:
+        out = _div(x, y)
 elif ROUNDING == 1:
     if FLOAT:
         out = _trunc(_div(x, y))
@@ -117,8 +129,8 @@ SPECS: dict[str, Elementwise] = {
     "rsub.Scalar": _binary("y - alpha * x", "out = y - x * alpha", scalars=_ALPHA),
     "mul.Tensor": _binary("x * y", "out = x * y"),
     "mul.Scalar": _binary("x * y", "out = x * y"),
-    "div.Tensor": _binary("x / y (true division)", "out = _div(x, y)", result=_FLOAT),
-    "div.Scalar": _binary("x / y (true division)", "out = _div(x, y)", result=_FLOAT),
+    "div.Tensor": _binary("x / y (true division)", _TRUE_DIV_BODY, result=_FLOAT),
+    "div.Scalar": _binary("x / y (true division)", _TRUE_DIV_BODY, result=_FLOAT),
     "div.Tensor_mode": _binary("x / y, rounded as rounding_mode says", _DIV_MODE_BODY, **_DIV_MODE),
     "div.Scalar_mode": _binary("x / y, rounded as rounding_mode says", _DIV_MODE_BODY, **_DIV_MODE),
     "floor_divide.default": _binary("floor(x / y)", _FLOOR_DIV_BODY),

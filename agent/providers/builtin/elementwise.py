@@ -189,6 +189,12 @@ def _div(a, b):
     else:
         return a / b
 """,
+    "_recip": """
+@triton.jit
+def _recip(v, CDT: tl.constexpr):
+    # 1 / v rounded once in CDT, as a [1] tensor
+    return _div(tl.full([1], 1.0, CDT), tl.full([1], v, CDT))
+""",
     "_div_floor": """
 @triton.jit
 def _div_floor(a, b):
