@@ -13,6 +13,8 @@ on floats uses eager's fmod-based algorithm, integer floor division corrects Tri
 
 from __future__ import annotations
 
+import textwrap
+
 from agent.providers.builtin.elementwise import Elementwise, Operand, writers_for
 from agent.providers.builtin.request import Writer
 
@@ -73,12 +75,10 @@ if Y_SCALAR == 1:
 else:
     out = _div(x, y)
 """
-_DIV_MODE_BODY = """\
-if ROUNDING == 0:
-    if Y_SCALAR == 1:
-        out = x * _recip(y_val, CDT)
-    else:
-        out = _div(x, y)
+_DIV_MODE_BODY = (
+    "if ROUNDING == 0:\n"
+    + textwrap.indent(_TRUE_DIV_BODY, "    ")
+    + """\
 elif ROUNDING == 1:
     if FLOAT:
         out = _trunc(_div(x, y))
@@ -90,6 +90,7 @@ else:
     else:
         out = _idiv_floor(x, y)
 """
+)
 _DIV_MODE = dict(
     result='dtype if a["rounding_mode"] is not None else _as_float(dtype)',
     constexprs=(("ROUNDING", '{None: 0, "trunc": 1, "floor": 2}[a["rounding_mode"]]'),),
