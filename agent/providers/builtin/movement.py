@@ -1273,9 +1273,9 @@ def _embed_link_kernel(idx_ptr, link_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, 
     """Step 1 of eager's arithmetic for few indices (CUDA's embedding_backward_feature_kernel,
     up to 3072 indices, sums each chunk of CHUNK rows on its own; a row that is the first of its
     chunk with its weight row is that row's leader): the order in which leaders are added to
-    their weight row. One program per ROWS
-    rows r (ROWS divides CHUNK), comparing their indices with all R indices q in [ROWS, BLOCK_Q]
-    tiles, elementwise (the reductions come once, at the end):
+    their weight row. One program per ROWS rows r (ROWS divides CHUNK), comparing their indices
+    with all R indices q in [ROWS, BLOCK_Q] tiles, elementwise (the reductions come once, at the
+    end):
     - link[r]: the first row of a later chunk with r's weight row (that row is its chunk's
       leader), or -1;
     - link[R + r]: r's weight row when no earlier row has it (r heads the chain), else -1;
