@@ -1,7 +1,7 @@
 """Sweep a generated kernel's module constants (tile sizes, warps, grid factors) on the GPU.
 
     python benchmarks/knob_sweep.py KERNELS_DIR --op OP --knob NAME=V1,V2 [--knob NAME=...]
-        [--cases 2] [--match TEXT] [--out sweep.jsonl]
+        [--cases 2] [--match TEXT] [--zipf S] [--out sweep.jsonl]
 
 Why: a writer's tile limits are module constants of the file it writes (`_TILE`, `_POOL_ELEMS`,
 ...), chosen from measurements; this re-measures them on the operator's largest torchbench cases
@@ -60,6 +60,34 @@ def _same(got: Any, want: Any) -> bool:
     return True
 
 
+def zipf_indices(args: list[Any], exponent: float, seed: int = 0) -> list[Any]:
+    """args with every integer tensor of non-negative values redrawn from a Zipf law over the
+    same range [0, max + 1): value ranks shuffled, rank k drawn with weight 1 / (k + 1)**exponent.
+    The suite's index tensors are uniform; real token streams are skewed (a few ids most of the
+    time), which is where chained sums (embedding backward) can be slow. Same shapes, strides,
+    storage offsets, dtypes and devices; a fixed seed, so every combination sees the same
+    indices."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for a in args:
+        if (
+            isinstance(a, torch.Tensor)
+            and not a.is_floating_point()
+            and a.dtype != torch.bool
+            and a.numel() > 0
+            and int(a.min()) >= 0
+        ):
+            n = int(a.max()) + 1
+            weights = 1.0 / torch.arange(1, n + 1, dtype=torch.float64) ** exponent
+            # the whole storage, so that views (stride 0, offsets) keep their layout
+            count = a.untyped_storage().nbytes() // a.element_size()
+            ranks = torch.multinomial(weights, count, replacement=True, generator=gen)
+            values = torch.randperm(n, generator=gen)[ranks].to(a.dtype).to(a.device)
+            a = values.as_strided(a.shape, a.stride(), a.storage_offset())
+        out.append(a)
+    return out
+
+
 def _knobs(texts: list[str]) -> dict[str, list[Any]]:
     knobs = {}
     for text in texts:
@@ -89,6 +117,13 @@ def main() -> None:
         choices=("steady", "flushed"),
         default=None,
         help="what L2 holds when a timed call starts (default: the evaluator's)",
+    )
+    ap.add_argument(
+        "--zipf",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="redraw integer index tensors from a Zipf law of exponent S (see zipf_indices)",
     )
     args = ap.parse_args()
     knobs = _knobs(args.knob)
@@ -121,6 +156,8 @@ def main() -> None:
         fn = getattr(module, kernel_function_name(args.op))
         for case in cases:
             a, kw = materialize(args.op, case, "cuda", 1)
+            if args.zipf:
+                a = zipf_indices(list(a), args.zipf)
             b = _exact_copy(list(a))
             row: dict[str, Any] = {"op": args.op, "knobs": combo, "case": case.serialize()}
             try:

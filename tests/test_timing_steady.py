@@ -166,3 +166,28 @@ def test_window_grows_with_the_host_time_of_a_slow_side(monkeypatch: pytest.Monk
     )
     assert window == 200.0 and set(waits) == {1000}
     assert len(eager) == len(kernel) == 4
+
+
+def test_knob_sweep_zipf_indices_are_skewed_in_range_and_keep_the_layout() -> None:
+    """`knob_sweep.py --zipf`: index tensors redrawn over their own range, skewed (the most
+    frequent id far above a uniform draw's share), the same every time, views kept as views;
+    float tensors untouched."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "knob_sweep.py"
+    spec = importlib.util.spec_from_file_location("knob_sweep_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    idx = torch.randint(0, 1000, (8, 512))
+    rows = torch.arange(512).expand(8, 512)  # stride 0 over the first dim
+    grad = torch.randn(8, 512, 4)
+    got = module.zipf_indices([grad, idx, rows, 7], 1.1)
+    again = module.zipf_indices([grad, idx, rows, 7], 1.1)
+    assert got[0] is grad and got[3] == 7
+    assert torch.equal(got[1], again[1]) and got[1].dtype == idx.dtype
+    assert got[1].min() >= 0 and got[1].max() <= idx.max()
+    top = torch.bincount(got[1].flatten()).max().item()
+    assert top > 20 * idx.numel() / 1000  # uniform: ~4 per id; Zipf(1.1): hundreds
+    assert got[2].stride() == rows.stride() and got[2].shape == rows.shape
+    assert got[2].max() <= 511 and torch.equal(got[2][0], got[2][7])
