@@ -521,6 +521,14 @@ def _bn_block_tile(b0, x0, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr):
 
 
 @triton.jit
+def _bn_step_tile(s, nx, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr):
+    """`_bn_block_tile` of eager's step s (batch outer, nx position steps inner); past the last
+    step, the batch index reaches N and masks the whole tile."""
+    bi = s // nx
+    return _bn_block_tile(bi * TY, (s - bi * nx) * TX, c, N, C, HW, TX, TY)
+
+
+@triton.jit
 def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr, dx_ptr, dw_ptr,
                        db_ptr, N, C, HW, inv_count, eps,
                        TX: tl.constexpr, TY: tl.constexpr, FUSED: tl.constexpr,
@@ -555,10 +563,7 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
     steps = tl.cdiv(N, TY) * nx
     for s0 in range(0, steps, UNROLL):
         for u in tl.static_range(UNROLL):
-            s = s0 + u
-            bi = s // nx
-            # past the last step, bi * TY >= N masks the whole tile
-            offs, m = _bn_block_tile(bi * TY, (s - bi * nx) * TX, c, N, C, HW, TX, TY)
+            offs, m = _bn_step_tile(s0 + u, nx, c, N, C, HW, TX, TY)
             g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
             x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
             a1 += g
@@ -585,8 +590,7 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
             tl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
         for s0 in range(0, steps, UNROLL):
             for u in tl.static_range(UNROLL):
-                bi = (s0 + u) // nx
-                offs, m = _bn_block_tile(bi * TY, (s0 + u - bi * nx) * TX, c, N, C, HW, TX, TY)
+                offs, m = _bn_step_tile(s0 + u, nx, c, N, C, HW, TX, TY)
                 go = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
                 if TRAIN:
                     x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
