@@ -299,12 +299,16 @@ for number, job in enumerate(jobs):
             signature, constexprs, attrs = {}, {}, {}
             for i, p in enumerate(fn.params):
                 v = values[p.name]
+                if (isinstance(v, float) and not p.is_constexpr
+                        and getattr(p, "annotation_type", "") != "fp64"):
+                    problems.append(f"case {index}: {fn.__name__} gets the float {v!r} through "
+                                    f"{p.name!r}, which is not annotated tl.float64 (packed as fp32)")
                 kind, hint = specialization(p, v)
                 if p.is_constexpr or kind == "constexpr":
                     signature[p.name] = "constexpr"
                     constexprs[p.name] = v
-                else:
-                    signature[p.name] = arg_type(v)
+                else:  # an annotated parameter (tl.float64 scalars) is packed as annotated
+                    signature[p.name] = getattr(p, "annotation_type", "") or arg_type(v)
                     if hint == "D":
                         attrs[(i,)] = [["tt.divisibility", 16]]
             try:
@@ -326,7 +330,9 @@ def compile_for_gpu(op: str, source: str, cases: list[TestCase], *, arch: int = 
     and constexprs, specialized as Triton's launcher specializes them (ints equal to 1 become
     constexprs; ints divisible by 16 and 16-byte aligned tensors carry that hint, which turns on
     vector accesses and async-copy pipelining, and with them shared memory use). Catches code the
-    interpreter accepts but the compiler rejects. Returns problem
+    interpreter accepts but the compiler rejects, and a Python float passed to a parameter not
+    annotated `tl.float64` (the launcher would round it to fp32; the interpreter keeps it a
+    double, so no CPU result shows it). Returns problem
     lines (empty when all compile); raises RuntimeError when the child itself fails.
     """
     return compile_many([(op, source, cases)], arch=arch)[normalize_op(op)]
@@ -343,7 +349,9 @@ def assert_compiles_for_sm90(jobs: list[tuple[str, str, list[TestCase]]]) -> Non
         if "No module named" in str(exc) or "ptxas" in str(exc):
             pytest.skip(f"Triton's CUDA backend is not usable here: {exc}")
         raise
-    assert problems == {normalize_op(op): [] for op, _, _ in jobs}
+    assert set(problems) == {normalize_op(op) for op, _, _ in jobs}
+    bad = {op: lines for op, lines in problems.items() if lines}
+    assert not bad, bad
 
 
 def compile_many(

@@ -353,8 +353,8 @@ def test_embedding_backward_sums_do_not_depend_on_the_order_of_the_rows(dtype, w
     """Past 3072 indices, integer (fixed-point) sums: the same bits whatever order the rows are
     added in, as the GPU's atomics add them in a different order on every call; and within one
     rounding of the exact (float64) sums. With more weight rows than indices (5000) the sums
-    live in a row per index position; rows no index names stay zero. (Short chains take the
-    chunk/link/fold kernels up to `_EMBED_CHAIN_MAX` indices; lowered here to test the atomics.)"""
+    live in a row per index position; rows no index names stay zero. (The sorted path takes up
+    to `_EMBED_SORT_MAX` indices; lowered here to test the atomics.)"""
     gen = torch.Generator().manual_seed(0)
     grad = (torch.randn(3100, 24, generator=gen, dtype=torch.float64) * 100).to(dtype)
     index = torch.randint(0, weights, (3100,), generator=gen)
@@ -362,7 +362,7 @@ def test_embedding_backward_sums_do_not_depend_on_the_order_of_the_rows(dtype, w
     perm = torch.randperm(3100, generator=gen)
     with tempfile.TemporaryDirectory() as tmp:
         kernel = _embedding_backward_kernel(tmp)
-        sys.modules[kernel.__module__]._EMBED_CHAIN_MAX = 3072
+        sys.modules[kernel.__module__]._EMBED_SORT_MAX = 3072
         first = kernel(grad, index, weights, -1, False)
         again = kernel(grad[perm], index[perm], weights, -1, False)
     assert torch.equal(first, again)
@@ -433,22 +433,31 @@ def test_embedding_backward_carries_nan_and_infinity_like_eager(weights) -> None
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("weights", [20, 5000])
-def test_embedding_backward_links_past_eager_feature_range_sum_in_fp32(dtype, weights) -> None:
-    """The chunk/link/fold kernels past eager's feature-kernel range (up to `_EMBED_CHAIN_MAX`
-    indices): chunk sums stay fp32 and the total is rounded once, as eager's sorted path sums.
-    The range is lowered to 100 here so that 300 indices take that path quickly."""
+@pytest.mark.parametrize(("weights", "tile"), [(20, 32), (5000, 32), (3, 16), (20, 16)])
+def test_embedding_backward_sorted_path_sums_in_fp32_whatever_the_skew(
+    dtype, weights, tile
+) -> None:
+    """Past eager's feature-kernel range (up to `_EMBED_SORT_MAX` indices) the rows are sorted
+    by weight row and summed per weight row in fp32, rounded once, as eager's sorted path sums.
+    The range is lowered to 100 here so that 300 indices take that path quickly. A long run on
+    one weight row and a hot row holding a third of the indices (as in real token streams) span
+    many tiles of sorted rows (16 rows a tile: one weight row across several), whose partial sums
+    are added in tile order; rows of padding_idx are left out; a second call gives the same bits."""
     gen = torch.Generator().manual_seed(4)
     grad = (torch.randn(300, 24, generator=gen) * 30).to(dtype)
     index = torch.randint(0, weights, (300,), generator=gen)
-    index[100:140] = 7  # a long run on one weight row, across chunks
+    index[100:140] = 1  # a long run on one weight row
+    index[torch.randperm(300, generator=gen)[:100]] = 2  # a hot weight row all over
+    index[5] = index[260] = weights - 1 if weights > 3 else 0
     with tempfile.TemporaryDirectory() as tmp:
         kernel = _embedding_backward_kernel(tmp)
         module = sys.modules[kernel.__module__]
-        module._EMBED_CHAIN_MAX = 10**6
         module._EAGER_FEATURE_MAX = 100
-        got = kernel(grad, index, weights, 3, False)
-    keep = index != 3
+        module._EMBED_SEG_ROWS = tile
+        got = kernel(grad, index, weights, 0, False)
+        again = kernel(grad, index, weights, 0, False)
+    assert torch.equal(got, again)
+    keep = index != 0
     exact = torch.zeros(weights, 24, dtype=torch.float64).index_add_(
         0, index[keep], grad[keep].double()
     )
@@ -458,7 +467,21 @@ def test_embedding_backward_links_past_eager_feature_range_sum_in_fp32(dtype, we
     # one rounding to the dtype, plus fp32 sums of at most 300 terms
     bound = torch.finfo(dtype).eps * exact.abs() + 300 * torch.finfo(torch.float32).eps * size
     assert ((got.double() - exact).abs() <= bound).all()
-    assert got[3].abs().max() == 0 and got[7].abs().max() > 0
+    assert got[0].abs().max() == 0 and got[2].abs().max() > 0
+    named = torch.zeros(weights, dtype=torch.bool)
+    named[index[keep]] = True
+    assert not got[~named].any()  # weight rows no index names stay zero
+
+
+def test_embedding_backward_sorted_path_compiles_for_an_sm90_gpu() -> None:
+    """3200 indices (past eager's feature range): the count, scan, rank, segment and fix-up
+    kernels, which the suite's small CPU cases never launch."""
+    op = "embedding_dense_backward.default"
+    cases = [
+        parse_case("((T([4, 800, 40], bf16), T([4, 800], i64), 50, -1, False), {})"),
+        parse_case("((T([4, 800, 24], f32), T([4, 800], i64), 5000, 3, False), {})"),
+    ]
+    assert_compiles_for_sm90([(op, _write(op, cases), cases)])
 
 
 def test_embedding_backward_float64_matches_eager() -> None:

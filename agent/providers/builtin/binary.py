@@ -71,7 +71,7 @@ _ALPHA = (("alpha", "alpha"),)
 # compute dtype; this repeats it, bits included.
 _TRUE_DIV_BODY = """\
 if Y_SCALAR == 1:
-    out = x * _recip(y_val, CDT)
+    out = x * _recip(y_fval, CDT)
 else:
     out = _div(x, y)
 """

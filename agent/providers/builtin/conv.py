@@ -337,9 +337,9 @@ def _conv_gemm_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             if T:
-                acc = tl.dot(b, a, acc, input_precision=PREC)
+                acc = tl.dot(b, a, acc, input_precision=PREC, out_dtype=acc.dtype)
             else:
-                acc = tl.dot(a, b, acc, input_precision=PREC)
+                acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
     else:
         # many channels: the pixel offsets and padding mask are computed once per (kh, kw)
         for r in range(0, KHW):
@@ -365,9 +365,9 @@ def _conv_gemm_kernel(
                     a = a.to(tl.float32)
                     b = b.to(tl.float32)
                 if T:
-                    acc = tl.dot(b, a, acc, input_precision=PREC)
+                    acc = tl.dot(b, a, acc, input_precision=PREC, out_dtype=acc.dtype)
                 else:
-                    acc = tl.dot(a, b, acc, input_precision=PREC)
+                    acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
     if HAS_BIAS:
         acc += _col(tl.load(b_ptr + oc * sb).to(tl.float32), T)
     y_ptrs = y_ptr + _row(img * syn + oh * syh + ow * syw, T) + _col(oc * syc, T)

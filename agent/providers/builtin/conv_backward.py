@@ -145,9 +145,9 @@ def _bwd_input_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             if T:
-                acc = tl.dot(b, a, acc, input_precision=PREC)
+                acc = tl.dot(b, a, acc, input_precision=PREC, out_dtype=acc.dtype)
             else:
-                acc = tl.dot(a, b, acc, input_precision=PREC)
+                acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
     ptrs = gi_ptr + _row(img * sin + ih * sih + iw * siw, T) + _col(c * sic, T)
     mask = _row(rm < M, T) & _col(rn < CG, T)
     tl.store(ptrs, acc.to(gi_ptr.dtype.element_ty), mask=mask)
@@ -238,7 +238,7 @@ def _bwd_weight_kernel(
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         # b is [columns, pixels] (pixel-major loads); the dot wants [pixels, columns]
-        acc = tl.dot(a, tl.trans(b), acc, input_precision=PREC)
+        acc = tl.dot(a, tl.trans(b), acc, input_precision=PREC, out_dtype=acc.dtype)
     offs = (oc * (CG * KHW))[:, None] + col[None, :]
     mask = (ri < OCG)[:, None] & (rj < NJ)[None, :]
     if BIAS:

@@ -361,14 +361,18 @@ PIECES_SOURCE = (
 
 
 _FILL_SOURCE = '''@triton.jit
-def _fill_flat(dst_ptr, value_ptr, value, n, FROM_PTR: tl.constexpr, IS_FLOAT: tl.constexpr,
-               DST: tl.constexpr, BLOCK: tl.constexpr):
+def _fill_flat(dst_ptr, value_ptr, value, fvalue: tl.float64, n, FROM_PTR: tl.constexpr,
+               IS_FLOAT: tl.constexpr, DST: tl.constexpr, BLOCK: tl.constexpr):
+    # a float value arrives as a double in fvalue (a plain float argument is packed as fp32):
+    # exact for f64, through fp32 for the other float types (as eager converts a Scalar)
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if FROM_PTR:
         v = tl.load(value_ptr + offs * 0)
+    elif IS_FLOAT and DST == tl.float64:
+        v = tl.full([BLOCK], fvalue, tl.float64)
     elif IS_FLOAT:
-        v = tl.zeros([BLOCK], tl.float32) + value
+        v = tl.full([BLOCK], fvalue, tl.float32)
     else:
         v = tl.zeros([BLOCK], tl.int64) + value
     tl.store(dst_ptr + offs, _convert(v, DST, False), mask=mask)
@@ -391,8 +395,8 @@ def _fill(dst, value):
     if isinstance(value, bool):
         value = int(value)
     is_float = isinstance(value, float) or dst.is_floating_point()
-    _fill_flat[(_cdiv(n, block),)](target, target, float(value) if is_float else int(value), n,
-                                    FROM_PTR=False, IS_FLOAT=is_float, DST=_TL[dst.dtype],
+    pair = (0, float(value)) if is_float else (int(value), 0.0)
+    _fill_flat[(_cdiv(n, block),)](target, target, *pair, n, FROM_PTR=False, IS_FLOAT=is_float, DST=_TL[dst.dtype],
                                     BLOCK=block, num_warps=warps)
     if target is not dst:
         _strided_copy(dst, target.expand(dst.shape))

@@ -333,14 +333,19 @@ def _as_float(dtype):
 
 
 def _scalar(value, cdt):
-    """A Python number as a kernel argument of the compute dtype's kind."""
+    """A Python number as the (integer, float) kernel argument pair of the compute dtype's kind.
+
+    Every number goes to the kernel through two parameters: an unannotated one for integers and
+    bools, and one annotated `tl.float64` for floats (Triton's launcher packs an unannotated
+    Python float as fp32, which would round the scalar of a float64 computation); the kernel
+    reads the one its compute dtype needs and the other is a zero."""
     if value is None:
         value = 0
     if cdt is tl.float32 or cdt is tl.float64:
-        return float(value)
+        return 0, float(value)
     if cdt is tl.int1:
-        return bool(value)
-    return int(value)
+        return bool(value), 0.0
+    return int(value), 0.0
 
 
 def _key_of(v):
@@ -510,11 +515,23 @@ def _geometry(sizes, merged, idx64, device):
     return geo
 
 
+def _to_float_arg(v):
+    return 0, float(v)
+
+
+def _to_bool_arg(v):
+    return bool(v), 0.0
+
+
+def _to_int_arg(v):
+    return int(v), 0.0
+
+
 def _converter(kind):
-    """The Python conversion `_scalar` applies for a kernel argument of `kind`."""
+    """The conversion `_scalar` applies for a kernel argument pair of `kind`."""
     if kind is tl.float32 or kind is tl.float64:
-        return float
-    return bool if kind is tl.int1 else int
+        return _to_float_arg
+    return _to_bool_arg if kind is tl.int1 else _to_int_arg
 
 
 def _build(key, operands, a, out):
@@ -692,14 +709,57 @@ def _coordinate_lines(lines: list[str], first: int) -> None:
         ]
 
 
+def _value_params(spec: Elementwise) -> list[str]:
+    """The by-value parameters, as pairs (see `_scalar`): per operand `{v}_val` (integer) and
+    `{v}_fval: tl.float64`, then per scalar `{s}_i` and `{s}_f: tl.float64`."""
+    out = []
+    for o in spec.operands:
+        out += [f"{o.var}_val", f"{o.var}_fval: tl.float64"]
+    for _, var in spec.scalars:
+        out += [f"{var}_i", f"{var}_f: tl.float64"]
+    return out
+
+
+def _int_value_params(spec: Elementwise) -> list[str]:
+    """The integer halves of the pairs: never specialized on their value (a new scalar must not
+    compile a new kernel); the float halves are annotated, which Triton never specializes."""
+    return [f"{o.var}_val" for o in spec.operands] + [f"{var}_i" for _, var in spec.scalars]
+
+
+def _scalar_lines(spec: Elementwise, shape: str) -> list[str]:
+    """Each scalar var from its pair, in the compute dtype, converted once per program: a
+    `shape` of ones (the interpreter mishandles 0-d `tl.full`)."""
+    lines = []
+    for _, var in spec.scalars:
+        lines += [
+            "    if FLOAT:",
+            f"        {var} = tl.full({shape}, {var}_f, CDT)",
+            "    else:",
+            f"        {var} = {var}_i",
+        ]
+    return lines
+
+
+def _by_value_lines(operand: Operand, shape: str) -> list[str]:
+    """A by-value operand (its `_SCALAR == 1` branch) splat to `shape` from its pair."""
+    v = operand.var
+    if operand.raw:
+        return [f"        {v} = tl.full({shape}, {v}_val, tl.int32)"]
+    return [
+        "        if FLOAT:",
+        f"            {v} = tl.full({shape}, {v}_fval, CDT)",
+        "        else:",
+        f"            {v} = tl.full({shape}, {v}_val, CDT)",
+    ]
+
+
 def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     """`_kernel_flat` (every tensor operand laid out like the output: index = offset) or
     `_kernel` (N-d coordinates over the merged dims, per-operand strides)."""
     vars_ = [o.var for o in spec.operands]
-    scalar_vars = [var for _, var in spec.scalars]
     every = ["out", *vars_]
-    params: list[str] = ["out_ptr", *(f"{v}_ptr" for v in vars_), *(f"{v}_val" for v in vars_)]
-    params += [*scalar_vars, "n"]
+    params: list[str] = ["out_ptr", *(f"{v}_ptr" for v in vars_), *_value_params(spec)]
+    params += ["n"]
     constexpr: list[str] = []
     if not flat:
         params.append("geo_ptr")
@@ -707,11 +767,12 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
     constexpr += [f"{v.upper()}_SCALAR" for v in vars_]
     constexpr += ["CDT", "FLOAT", "OUT_BOOL", "IDX64", *(name for name, _ in spec.constexprs)]
     constexpr += ["BLOCK"]
-    no_spec = [f"{v}_val" for v in vars_] + scalar_vars
+    no_spec = _int_value_params(spec)
     signature = ",\n".join(
         ["    " + p for p in params] + [f"    {c}: tl.constexpr" for c in constexpr]
     )
     lines = [codegen.indent(codegen.OFFSETS_SOURCE).rstrip("\n")]
+    lines += _scalar_lines(spec, "[1]")
     if not flat:
         lines += [
             "    # LAYOUT % 8 = NDIM, the merged dims; bit 3 + i: operand i (0 = out) is linear in",
@@ -742,11 +803,10 @@ def _kernel_source(spec: Elementwise, *, flat: bool) -> str:
 
     for operand in spec.operands:
         v = operand.var
-        fill = "tl.int32" if operand.raw else "CDT"
         # {V}_SCALAR: 0 (False) = a tensor indexed per element, 1 (True) = a number passed by
         # value, 2 = a 0-d tensor on the device (every lane reads its one element)
         lines.append(f"    if {v.upper()}_SCALAR == 1:")
-        lines.append(f"        {v} = tl.full([BLOCK], {v}_val, {fill})")
+        lines += _by_value_lines(operand, "[BLOCK]")
         lines.append("    else:")
         lines.append(f"        if {v.upper()}_SCALAR == 2:")
         lines.append(f"            {v}_off = offs * 0")
@@ -787,18 +847,18 @@ def _tile_kernel_source(spec: Elementwise) -> str:
     if re.search(r"\bBLOCK\b", spec.body):
         raise ValueError("a body for `_kernel_tile` must not use BLOCK (use zeros_like(x))")
     vars_ = [o.var for o in spec.operands]
-    scalar_vars = [var for _, var in spec.scalars]
     every = ["out", *vars_]
-    params = ["out_ptr", *(f"{v}_ptr" for v in vars_), *(f"{v}_val" for v in vars_)]
-    params += [*scalar_vars, "rows", "cols", "geo_ptr"]
+    params = ["out_ptr", *(f"{v}_ptr" for v in vars_), *_value_params(spec)]
+    params += ["rows", "cols", "geo_ptr"]
     constexpr = ["LAYOUT", *(f"{v.upper()}_SCALAR" for v in vars_)]
     constexpr += ["CDT", "FLOAT", "OUT_BOOL", "IDX64", "ALIGN", "EVEN_C"]
     constexpr += [*(name for name, _ in spec.constexprs), "BLOCK_R", "BLOCK_C"]
-    no_spec = [f"{v}_val" for v in vars_] + scalar_vars
+    no_spec = _int_value_params(spec)
     signature = ",\n".join(
         ["    " + p for p in params] + [f"    {c}: tl.constexpr" for c in constexpr]
     )
     lines = [
+        *_scalar_lines(spec, "[1, 1]"),
         "    # LAYOUT % 8 = NDIM, the merged dims (dim 5 = columns, dim 4 = rows, the rest outer);",
         "    # operand i (0 = out): bit 3 + 2i = inner stride 1, bit 4 + 2i = inner stride 0.",
         "    # geo_ptr: sizes then each operand's strides, _MAX_DIMS each (`_store_geometry`)",
@@ -843,9 +903,8 @@ def _tile_kernel_source(spec: Elementwise) -> str:
     for operand in spec.operands:
         v = operand.var
         i = every.index(v)
-        fill = "tl.int32" if operand.raw else "CDT"
         lines.append(f"    if {v.upper()}_SCALAR == 1:")
-        lines.append(f"        {v} = tl.full([1, 1], {v}_val, {fill})")
+        lines += _by_value_lines(operand, "[1, 1]")
         lines.append("    else:")
         lines.append(f"        if {v.upper()}_SCALAR == 2:")
         lines.append(f"            {v} = tl.load({v}_ptr + tl.zeros([1, 1], tl.int32))")
@@ -962,7 +1021,7 @@ def _wrapper_source(op: str, spec: Elementwise, kind: str) -> str:
         key_items.append(_tensor_key("out"))
     key_items += [f"_key_of({p})" for p in spec.promote if p not in vars_]  # e.g. clamp's min
     key_items += refs
-    scalars = [f"_scalar({p}, cdt)" for p, _ in spec.scalars]
+    scalars = [f"*_scalar({p}, cdt)" for p, _ in spec.scalars]
     consts = [_plain(expr) for _, expr in spec.constexprs]
     raw = ", ".join(str(o.raw) for o in spec.operands)
     out_arg = {"functional": "None", "inplace": "self", "out": "out"}[kind]
@@ -1003,7 +1062,7 @@ def _wrapper_source(op: str, spec: Elementwise, kind: str) -> str:
             f"        p{i}, v{i} = out, m{i}({v})",
         ]
     ptrs = [f"p{i}" for i in range(len(vars_))]
-    vals = [f"v{i}" for i in range(len(vars_))]
+    vals = [f"*v{i}" for i in range(len(vars_))]
     args = ", ".join(["out", *ptrs, *vals, *scalars, "*mid", *consts])
     lines += [
         "    if launch == 1:",
@@ -1013,7 +1072,7 @@ def _wrapper_source(op: str, spec: Elementwise, kind: str) -> str:
         "    elif launch == 4:",
         f"        _kernel_tile[grid]({args}, BLOCK_R=block[0], BLOCK_C=block[1], num_warps=warps)",
         "    elif launch == 3:",
-        f"        _launch_copies(out, ({', '.join(ptrs)},), ({', '.join(vals)},), "
+        f"        _launch_copies(out, ({', '.join(ptrs)},), ({''.join(v + ', ' for v in vals)}), "
         f"({''.join(s + ', ' for s in scalars)}), ({''.join(c + ', ' for c in consts)}), plan)",
         "    return out",
         "",

@@ -96,7 +96,7 @@ def _grouped_kernel(a_ptr, b_ptr, c_ptr, offs_ptr, M, N, K,
             if WIDEN:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc, input_precision=PREC)
+            acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
         c_ptrs = c_ptr + g.to(tl.int64) * s_cg + rm[:, None].to(tl.int64) * s_cm + rn[None, :].to(tl.int64) * s_cn
         mask = row_ok[:, None] & col_ok[None, :]
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)

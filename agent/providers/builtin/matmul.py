@@ -61,7 +61,7 @@ def _num_sms(index):
 @triton.jit
 def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
                s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_xb, s_xm, s_xn,
-               alpha, beta,
+               alpha: tl.float64, beta: tl.float64,
                HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, SPLIT: tl.constexpr,
                EVEN_K: tl.constexpr, WIDEN: tl.constexpr, PREC: tl.constexpr, ACC: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -99,7 +99,7 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
         if WIDEN:
             a = a.to(ACC)
             b = b.to(ACC)
-        acc = tl.dot(a, b, acc, input_precision=PREC)
+        acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
         a_ptrs += BLOCK_K * s_ak
         b_ptrs += BLOCK_K * s_bk
     mask = (rm[:, None] < M) & (rn[None, :] < N)
@@ -108,18 +108,18 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
         tl.store(ws + rm[:, None].to(tl.int64) * N + rn[None, :], acc, mask=mask)
     else:
         if SCALE:
-            acc = acc * alpha
+            acc = acc * tl.full([1, 1], alpha, ACC)  # f64 argument: exact for f64 results
         if HAS_BIAS:
             bias = tl.load(bias_ptr + batch * s_xb + rm[:, None].to(tl.int64) * s_xm + rn[None, :] * s_xn,
                            mask=mask, other=0.0)
-            acc = acc + beta * bias.to(ACC)
+            acc = acc + tl.full([1, 1], beta, ACC) * bias.to(ACC)
         c_ptrs = c_ptr + batch * s_cb + rm[:, None].to(tl.int64) * s_cm + rn[None, :] * s_cn
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_xb, s_xm, s_xn,
-                   alpha, beta, HAS_BIAS: tl.constexpr, SCALE: tl.constexpr,
+                   alpha: tl.float64, beta: tl.float64, HAS_BIAS: tl.constexpr, SCALE: tl.constexpr,
                    BLOCK: tl.constexpr, PDL_WAIT: tl.constexpr):
     _pdl_enter(PDL_WAIT, False)
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -134,10 +134,10 @@ def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_
     m = (offs // N) % M
     n = offs % N
     if SCALE:
-        acc = acc * alpha
+        acc = acc * tl.full([1], alpha, tl.float32)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + batch * s_xb + m * s_xm + n * s_xn, mask=ok, other=0.0)
-        acc = acc + beta * bias.to(tl.float32)
+        acc = acc + tl.full([1], beta, tl.float32) * bias.to(tl.float32)
     tl.store(c_ptr + batch * s_cb + m * s_cm + n * s_cn, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
 

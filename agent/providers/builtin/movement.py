@@ -170,7 +170,27 @@ def _map_carry(c0, carry, n_out, n_in, off, step, WRAP: tl.constexpr):
 
 
 @triton.jit
-def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
+def _fill_of(value, fvalue, DT: tl.constexpr):
+    """The fill value for an output of dtype DT, [1, 1]: a float fill arrives as a double
+    (fvalue; a plain float argument would be packed as fp32) and reaches half types through
+    fp32, as eager's Scalar conversion does; integer and bool fills arrive in value."""
+    if DT == tl.float64:
+        return tl.full([1, 1], fvalue, tl.float64)
+    elif DT.is_floating():
+        return tl.full([1, 1], fvalue, tl.float32)
+    else:
+        return tl.full([1, 1], value, DT)
+
+
+def _fill_pair(fill):
+    """The (value, fvalue) kernel arguments of a fill (None: no fill)."""
+    if isinstance(fill, float):
+        return 0, fill
+    return (0 if fill is None else fill), 0.0
+
+
+@triton.jit
+def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value, fvalue: tl.float64,
                 O0, O1, O2, O3, O4, OC, I0, I1, I2, I3, I4, IC,
                 F0, F1, F2, F3, F4, FC, P0, P1, P2, P3, P4, PC,
                 S0, S1, S2, S3, S4, SC, Q0, Q1, Q2, Q3, Q4, QC,
@@ -236,7 +256,7 @@ def _map_kernel(x_ptr, out_ptr, ROWS, NCB, value,
     inside = row_in[:, None] & col_in[None, :]
     v = tl.load(x_ptr + x_row[:, None] + jc.to(tl.int64)[None, :] * SC, mask=inside, other=0)
     if FILL:
-        v = tl.where(inside, v, value)
+        v = tl.where(inside, v, _fill_of(value, fvalue, out_ptr.dtype.element_ty))
     out_mask = row_ok[:, None] & col_ok[None, :]
     tl.store(out_ptr + o_row[:, None] + cols.to(tl.int64)[None, :] * QC,
              v.to(out_ptr.dtype.element_ty), mask=out_mask)
@@ -263,7 +283,7 @@ def _map_args(x_strides, out_shape, out_strides, plan, wrap, fill):
     col_shift = not col_ident and not wrap and steps[5] == 1
     block_r, block_c, warps = _tile_map(rows, cols)
     ncb = _cdiv(cols, block_c)
-    ints = (rows, ncb, 0 if fill is None else fill, *sizes, *ins, *offs, *steps, *xs, *qs)
+    ints = (rows, ncb, *_fill_pair(fill), *sizes, *ins, *offs, *steps, *xs, *qs)
     consts = dict(WRAP=wrap, FILL=fill is not None, COL_IDENT=col_ident, COL_SHIFT=col_shift,
                   COL64=cols + block_c >= 2**31 or ins[5] >= 2**31,
                   ROW64=rows + block_r >= 2**31 or _cdiv(rows, block_r) * ncb >= 2**31
@@ -326,7 +346,7 @@ def _below(j, lim, IDX64: tl.constexpr):
 
 
 @triton.jit
-def _flat_kernel(x_ptr, out_ptr, N, value, N0, I0, I1, I2, I3, F0, F1, F2, F3,
+def _flat_kernel(x_ptr, out_ptr, N, value, fvalue: tl.float64, N0, I0, I1, I2, I3, F0, F1, F2, F3,
                  S0, S1, S2, S3, O1: tl.constexpr, O2: tl.constexpr, O3: tl.constexpr,
                  P0: tl.constexpr, P1: tl.constexpr, P2: tl.constexpr, P3: tl.constexpr,
                  K0: tl.constexpr, K1: tl.constexpr, K2: tl.constexpr, K3: tl.constexpr,
@@ -382,7 +402,8 @@ def _flat_kernel(x_ptr, out_ptr, N, value, N0, I0, I1, I2, I3, F0, F1, F2, F3,
             inside = _below(j3, tl.where(live, lim, 0), IDX64)
         src = tl.where(wrapped, base2[:, None], base[:, None]) + j3 * S3
     if FILL:
-        v = tl.load(x_ptr + src, mask=inside, other=value)
+        v = tl.where(inside, tl.load(x_ptr + src, mask=inside),
+                     _fill_of(value, fvalue, out_ptr.dtype.element_ty))
     else:
         v = tl.load(x_ptr + src, mask=inside)
     tl.store(out_ptr + e[:, None] + lane, v.to(out_ptr.dtype.element_ty), mask=live)
@@ -489,7 +510,7 @@ def _flat_args(x_strides, plan, wrap, fill, itemsize):
     block, warps = _flat_block(total, vec, itemsize)
     reach = sum((d[0] + d[1] + abs(d[2])) * d[4] for d in dims)
     idx64 = total + block >= _IDX32_LIMIT or reach >= _IDX32_LIMIT
-    ints = (total, 0 if fill is None else fill, dims[0][0], *[d[1] for d in dims],
+    ints = (total, *_fill_pair(fill), dims[0][0], *[d[1] for d in dims],
             *[d[2] for d in dims], *[d[4] for d in dims])
     consts = dict(O1=dims[1][0], O2=dims[2][0], O3=dims[3][0], P0=dims[0][3], P1=dims[1][3],
                   P2=dims[2][3], P3=dims[3][3], K0=dims[0][5], K1=dims[1][5], K2=dims[2][5],
@@ -1384,6 +1405,147 @@ def _embed_fold_kernel(g_ptr, idx_ptr, link_ptr, out_ptr, R, D,
 
 
 @triton.jit
+def _embed_sort_count_kernel(idx_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1, SI2,
+                             SI3, BLOCK: tl.constexpr):
+    """Sorted path, step 1: cnt[key] += 1 per index (integer atomics: the same counts in any
+    order). A row's key is its weight row, or NW when it is padding_idx (sorted last, summed
+    into nothing)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = rows < R
+    ioff, _ = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
+    key = tl.where(idx == padding_idx, NW, idx)
+    tl.atomic_add(cnt_ptr + key, tl.full([BLOCK], 1, tl.int32), mask=ok)
+
+
+@triton.jit
+def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr):
+    """Step 2, one program: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]."""
+    carry = tl.zeros([BLOCK], tl.int32)
+    tl.store(start_ptr + tl.arange(0, BLOCK), carry, mask=tl.arange(0, BLOCK) < 1)
+    for b0 in range(0, N, BLOCK):
+        offs = b0 + tl.arange(0, BLOCK)
+        c = tl.load(cnt_ptr + offs, mask=offs < N, other=0)
+        tl.store(start_ptr + offs + 1, carry + tl.cumsum(c, axis=0), mask=offs < N)
+        carry += tl.sum(c, axis=0)
+
+
+@triton.jit
+def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
+                       SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Step 3, a stable counting sort: row r goes to position start[key] + (rows before r with
+    its key), so each weight row's rows lie together in index order: order[pos] = r and
+    order[R + pos] = its key. Keys compare as the raw int32 indices (the padding mapping is
+    one to one); each earlier index costs a compare and an add."""
+    rows0 = tl.program_id(0) * ROWS
+    r = rows0 + tl.arange(0, ROWS)[:, None]
+    r_ok = r < R
+    ioff, _ = _embed_rows(r.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    idx = tl.load(idx_ptr + ioff, mask=r_ok, other=-1).to(tl.int32)
+    same = tl.zeros([ROWS, BLOCK_Q], tl.int32)
+    for q0 in range(0, rows0, BLOCK_Q):
+        q = q0 + tl.arange(0, BLOCK_Q)[None, :]
+        qoff, _unused = _embed_rows(q.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+        qi = tl.load(idx_ptr + qoff, mask=q < rows0, other=-1).to(tl.int32)
+        same += (qi == idx).to(tl.int32)
+    rank = tl.sum(same, axis=1, keep_dims=True)
+    # the program's own rows: those before r
+    qc = rows0 + tl.arange(0, ROWS)[None, :]
+    qcoff, _unused = _embed_rows(qc.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    qci = tl.load(idx_ptr + qcoff, mask=qc < R, other=-1).to(tl.int32)
+    rank += tl.sum(((qci == idx) & (qc < r)).to(tl.int32), axis=1, keep_dims=True)
+    key = tl.where(idx == padding_idx, NW, idx)
+    pos = tl.load(start_ptr + key, mask=r_ok, other=0) + rank
+    tl.store(order_ptr + pos, r, mask=r_ok)
+    tl.store(order_ptr + R + pos, key, mask=r_ok)
+
+
+@triton.jit
+def _embed_run_sums(same, g):
+    """same [T, T] (0/1) @ g [T, BLOCK_C] in fp32: exact products, fp32 sums."""
+    if g.dtype == tl.float32:
+        return tl.dot(same.to(tl.float32), g, input_precision="ieee")
+    else:
+        return tl.dot(same.to(g.dtype), g, out_dtype=tl.float32)
+
+
+@triton.jit
+def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0, SG1, SG2,
+                      SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
+    (no chain of dependent loads, however many rows share a weight row) and summed per weight
+    row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
+    and so the same run of it, keys being sorted) times the grads, accumulated in fp32 (tensor
+    cores for f16/bf16, exact products; fp32 FMAs for f32). A weight row whose rows all lie in
+    the tile is stored (rounded once); one continuing into the next tile leaves its partial sum
+    in part[0, tile], and the part of one that began in an earlier tile goes to part[1, tile],
+    for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
+    took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)"""
+    DT: tl.constexpr = out_ptr.dtype.element_ty
+    t = tl.program_id(0)
+    p = t * T + tl.arange(0, T)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < D
+    p_ok = p < R
+    key = tl.load(order_ptr + R + p, mask=p_ok, other=NW)
+    nxt = tl.load(order_ptr + R + p + 1, mask=p + 1 < R, other=-1)
+    row = tl.load(order_ptr + p, mask=p_ok, other=0)
+    live = p_ok & (key < NW)
+    _, goff = _embed_rows(row.to(tl.int64), I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
+    g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD,
+                mask=live[:, None] & col_ok[None, :], other=0)
+    same = key[:, None] == key[None, :]
+    sums = _embed_run_sums(same, g)
+    gf = g.to(tl.float32)
+    bad = (gf != gf) | (tl.abs(gf) == float("inf"))
+    if tl.max(tl.max(bad.to(tl.int32), axis=1), axis=0) > 0:
+        # 0 * NaN is NaN: sum the finite values alone, then give each run what eager's sums
+        # give it: NaN for a NaN or for both infinities, else the infinity it holds
+        sums = _embed_run_sums(same, tl.where(bad, 0, g))
+        one = same.to(tl.float16)
+        nan = tl.dot(one, (gf != gf).to(tl.float16), out_dtype=tl.float32) > 0
+        pos = tl.dot(one, (gf == float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
+        neg = tl.dot(one, (gf == -float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
+        sums = tl.where(pos, float("inf"), sums)
+        sums = tl.where(neg, -float("inf"), sums)
+        sums = tl.where(nan | (pos & neg), float("nan"), sums)
+    end = live & (key != nxt) | live & (p == t * T + T - 1)
+    cont = key == nxt  # (only at the tile's last position) the weight row goes on
+    first = tl.load(order_ptr + R + t * T)
+    # block-shaped conditions only (the interpreter rejects masks that combine scalar ones)
+    before = (key == first) & (key == tl.load(order_ptr + R + tl.maximum(t * T - 1, 0))) & (p >= T)
+    done = end & ~cont & ~before
+    tl.store(out_ptr + key.to(tl.int64)[:, None] * D + cols[None, :], sums.to(DT),
+             mask=done[:, None] & col_ok[None, :])
+    slot = tl.where(cont, 0, 1).to(tl.int64) * tl.num_programs(0) + t
+    tl.store(part_ptr + slot[:, None] * D + cols[None, :], sums,
+             mask=(end & (cont | before))[:, None] & col_ok[None, :])
+
+
+@triton.jit
+def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, T: tl.constexpr,
+                      BLOCK_C: tl.constexpr):
+    """Step 5: a weight row whose rows begin in an earlier tile and end in this one: the
+    partial sums of its tiles, in tile order, then this tile's part; stored rounded once."""
+    t = tl.program_id(0)
+    first = tl.load(order_ptr + R + t * T)
+    before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(t * T - 1, 0)) == first)
+    last = tl.minimum(t * T + T, R) - 1
+    goes_on = (last + 1 < R) & (tl.load(order_ptr + R + last) == first) & (
+        tl.load(order_ptr + R + tl.minimum(last + 1, R - 1)) == first)
+    if before & ~goes_on & (first < NW):
+        cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+        col_ok = cols < D
+        acc = tl.zeros([BLOCK_C], tl.float32)
+        for j in range(tl.load(start_ptr + first) // T, t):
+            acc += tl.load(part_ptr + j * D + cols, mask=col_ok, other=0)
+        acc += tl.load(part_ptr + (tl.num_programs(0) + t).to(tl.int64) * D + cols, mask=col_ok,
+                       other=0)
+        tl.store(out_ptr + first.to(tl.int64) * D + cols, acc.to(out_ptr.dtype.element_ty),
+                 mask=col_ok)
+
+
+@triton.jit
 def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_idx,
                           I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
                           SCALE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
@@ -1399,13 +1561,22 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
 # to the output dtype per chunk; `_embed_link_kernel` and `_embed_fold_kernel` give the same
 # result with every chunk in parallel
 _EAGER_FEATURE_MAX = 3072
-# up to this many indices (no frequency scaling, not f64) the chunk/link/fold kernels sum; past
-# _EAGER_FEATURE_MAX they keep fp32 chunk sums and round once, as eager's sorted path does
-# (H200, BENCHMARKS §18: 4096-8192 indices 2.0-2.5x faster than the int64 atomics)
-_EMBED_CHAIN_MAX = 16384
-# ... and only while the chains are short: at most this many indices per weight row on average
-# (4096 indices into 2 rows took 157 us chained, 116 us with atomics)
-_EMBED_CHAIN_PER_ROW = 64
+# past that and up to this many indices (no frequency scaling, not f64), the sorted path:
+# a stable counting sort of the rows by weight row, then segmented sums over the sorted rows
+# (fp32, rounded once, as eager's sorted path sums). Its cost does not depend on how the
+# indices are distributed; the chains it replaced walked a weight row's chunks one dependent
+# load after another (H200, Zipf-distributed indices: 7x slower than eager, BENCHMARKS §20).
+# The rank scan is quadratic in the indices; past this, the int64 atomics
+_EMBED_SORT_MAX = 16384
+# `_embed_sort_count_kernel`: indices per program; `_embed_scan_kernel`: counts per step, warps;
+# `_embed_rank_kernel`: rows per program, indices per step; `_embed_seg_kernel`: sorted rows
+# per tile (>= 16, a tl.dot), columns per program
+_EMBED_COUNT_BLOCK = 256
+_EMBED_SCAN_BLOCK, _EMBED_SCAN_WARPS = 8192, 8
+_EMBED_RANK_ROWS = 16
+_EMBED_RANK_TILE = 64
+_EMBED_SEG_ROWS = 32
+_EMBED_SEG_COLS = 128
 # `_embed_link_kernel`: rows per program (a divisor of 32), indices per step, warps (H200,
 # [4,2048] indices into 32000 rows, whole op: 8-32 rows x 64-256 indices 156-171 us, 16 x 64 best)
 _EMBED_LINK_ROWS = 16
@@ -1426,6 +1597,36 @@ def _flat_stride(shape, strides):
             return None
         span *= size
     return 0 if s is None else s
+
+
+def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
+    """The sorted path (`_EMBED_SORT_MAX`): count, scan, rank and place, segmented sums, and
+    the sums of weight rows whose rows span tiles."""
+    R, D = indices.numel(), grad_output.shape[-1]
+    dtype, device = grad_output.dtype, grad_output.device
+    out = torch.zeros((num_weights, D), dtype=dtype, device=device)
+    cnt = torch.zeros((num_weights + 1,), dtype=torch.int32, device=device)
+    start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
+    order = torch.empty((2 * R,), dtype=torch.int32, device=device)
+    block = max(32, min(_pow2(R), _EMBED_COUNT_BLOCK))
+    _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, R, num_weights, padding_idx,
+                                                 *geometry[:7], BLOCK=block, num_warps=4)
+    scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
+    _embed_scan_kernel[(1,)](cnt, start, num_weights + 1, BLOCK=scan,
+                             num_warps=_EMBED_SCAN_WARPS)
+    rows = _EMBED_RANK_ROWS
+    _embed_rank_kernel[(_cdiv(R, rows),)](indices, start, order, R, num_weights, padding_idx,
+                                          *geometry[:7], ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE,
+                                          num_warps=4)
+    tile = max(16, _EMBED_SEG_ROWS)
+    bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
+    grid = (_cdiv(R, tile), _cdiv(D, bc))
+    part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
+    _embed_seg_kernel[grid](grad_output, order, out, part, R, D, num_weights, *geometry[:3],
+                            *geometry[7:], T=tile, BLOCK_C=bc, num_warps=4)
+    _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
+                            num_warps=4)
+    return out
 
 
 def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
@@ -1457,9 +1658,8 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
         block, warps = _block1(R)
         _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *geometry[:7],
                                                 BLOCK=block, num_warps=warps)
-    short_chains = R <= _EAGER_FEATURE_MAX or R <= _EMBED_CHAIN_PER_ROW * num_weights
-    if R <= _EMBED_CHAIN_MAX and short_chains and not scale_grad_by_freq and dtype != torch.float64:
-        round_chunks = R <= _EAGER_FEATURE_MAX
+    plain = not scale_grad_by_freq and dtype != torch.float64
+    if plain and R <= _EAGER_FEATURE_MAX:
         out = torch.zeros((num_weights, D), dtype=dtype, device=device)
         link = torch.empty((3 * R,), dtype=torch.int64, device=device)
         rows = _EMBED_LINK_ROWS
@@ -1468,10 +1668,11 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
                                               num_warps=_EMBED_LINK_WARPS)
         bc = max(16, min(_pow2(D), 128))
         _embed_fold_kernel[(_cdiv(R, 16), _cdiv(D, bc))](grad_output, indices, link, out, R, D,
-                                                         *geometry, CHUNK=32,
-                                                         ROUND=round_chunks, BLOCK_R=16,
-                                                         BLOCK_C=bc, num_warps=4)
+                                                         *geometry, CHUNK=32, ROUND=True,
+                                                         BLOCK_R=16, BLOCK_C=bc, num_warps=4)
         return out
+    if plain and R <= _EMBED_SORT_MAX:
+        return _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry)
     block_r, block_c, warps = _tile2(R, D)
     ncb = _cdiv(D, block_c)
     grid = (_cdiv(R, block_r) * ncb,)

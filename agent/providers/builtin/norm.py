@@ -118,9 +118,10 @@ def _split_shape(x, normalized_shape):
 _LN_FWD = """
 
 @triton.jit
-def _ln_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, eps,
+def _ln_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, eps: tl.float64,
             HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    eps = tl.full([], eps, ACC)  # a double argument (a plain float is packed as fp32)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < M
     row_off = rows[:, None] * N
@@ -530,7 +531,7 @@ def _bn_step_tile(s, nx, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr):
 
 @triton.jit
 def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr, dx_ptr, dw_ptr,
-                       db_ptr, N, C, HW, inv_count, eps,
+                       db_ptr, N, C, HW, inv_count: tl.float64, eps: tl.float64,
                        TX: tl.constexpr, TY: tl.constexpr, FUSED: tl.constexpr,
                        TRAIN: tl.constexpr, HAS_W: tl.constexpr, WANT_DW: tl.constexpr,
                        WANT_DB: tl.constexpr, PDL_NEXT: tl.constexpr, UNROLL: tl.constexpr):
@@ -553,6 +554,8 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
     at a time, so that a program has UNROLL tiles' loads in flight rather than one (one tile of
     a few KB per step left most of the HBM bandwidth unused)."""
     _pdl_enter(False, PDL_NEXT)
+    inv_count = tl.full([], inv_count, tl.float32)  # eager's float math, from double arguments
+    eps = tl.full([], eps, tl.float32)
     DT: tl.constexpr = x_ptr.dtype.element_ty
     W: tl.constexpr = TX * TY // 32
     c = tl.program_id(0).to(tl.int64)
@@ -603,7 +606,7 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
 @triton.jit
 def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_ptr,
                 save_mean_ptr, save_istd_ptr, dw_ptr, db_ptr, ca_ptr, cb_ptr, cc_ptr, cm_ptr,
-                C, HW, S, count, momentum, eps,
+                C, HW, S, count: tl.float64, momentum: tl.float64, eps: tl.float64,
                 MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                 UPDATE: tl.constexpr, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
                 ACC: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr,
@@ -616,6 +619,9 @@ def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_pt
     Writes the coefficients of the elementwise pass: forward y = x*A + B; backward
     dx = g*A + (x - M)*B + Cc."""
     _pdl_enter(PDL_WAIT, PDL_NEXT)
+    count = tl.full([], count, ACC)  # double arguments (a plain float is packed as fp32)
+    momentum = tl.full([], momentum, ACC)
+    eps = tl.full([], eps, ACC)
     c = tl.program_id(0).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
     ok = c < C
     w = tl.full([BLOCK_C], 1.0, ACC)

@@ -211,7 +211,7 @@ def _gn_partials_kernel(x_ptr, part_ptr, D, HW, CHUNK, SPC, S, PER_CHANNEL: tl.c
 
 @triton.jit
 def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr, G, CPG, HW, D,
-                     CHUNK, SPC, S, n_f, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                     CHUNK, SPC, S, n_f: tl.float64, eps: tl.float64, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                      ACC: tl.constexpr, ROUND_STATS: tl.constexpr, PER_CHANNEL: tl.constexpr,
                      SP: tl.constexpr, STAGES: tl.constexpr, BLOCK: tl.constexpr):
     """Statistics of the group from its S partial sums (every program of the group computes the
@@ -221,6 +221,8 @@ def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr,
     as y = x*a + b with a = rstd*w and b = beta - a*mean, which is how CUDA eager computes it
     from the statistics it stored; with unrounded ones, elements whose x*a nearly cancels the
     bias came out several f16 ulps from eager on the H200."""
+    n_f = tl.full([], n_f, ACC)  # double arguments (a plain float is packed as fp32)
+    eps = tl.full([], eps, ACC)
     g = tl.program_id(0).to(tl.int64)
     s = tl.program_id(1)
     base = g * D
@@ -255,13 +257,15 @@ def _gn_apply_kernel(x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, mean_ptr, rstd_ptr,
 
 
 @triton.jit
-def _gn_whole_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, CPG, HW, D, n_f,
-                     eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
+def _gn_whole_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, CPG, HW, D,
+                     n_f: tl.float64, eps: tl.float64, HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                      ROUND_STATS: tl.constexpr, ONE_CHANNEL: tl.constexpr, ROWS: tl.constexpr,
                      BLOCK: tl.constexpr):
     """ROWS whole groups, each loaded once into registers: mean, then the variance as the mean
     of (x - mean)^2 over the same registers (two passes without a second read), normalised and
     stored. ONE_CHANNEL (C/G == 1): one weight and bias per group, no per-element channel."""
+    n_f = tl.full([], n_f, ACC)  # double arguments (a plain float is packed as fp32)
+    eps = tl.full([], eps, ACC)
     g = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     k = tl.arange(0, BLOCK)
     g_ok = g < NG
@@ -307,7 +311,8 @@ def _gn_pipe_fetch(x_ptr, g, NG, D, k, e, VEC: tl.constexpr):
 
 
 @triton.jit
-def _gn_pipe_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, D, n_f, eps,
+def _gn_pipe_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, D, n_f: tl.float64,
+                    eps: tl.float64,
                     HAS_W: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr,
                     ROUND_STATS: tl.constexpr, VEC: tl.constexpr, BLOCK_W: tl.constexpr):
     """Persistent whole-group kernel for 16-bit one-channel groups: program pid takes groups
@@ -318,6 +323,8 @@ def _gn_pipe_kernel(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, rstd_ptr, NG, G, D, 
     chunks (16 bytes for VEC 8) although groups start anywhere: the (< VEC) elements before the
     group's first whole chunk and after its last go through a 2*VEC-element side tensor.
     Statistics as _gn_whole_kernel's: mean, then the mean of squared deviations."""
+    n_f = tl.full([], n_f, ACC)  # double arguments (a plain float is packed as fp32)
+    eps = tl.full([], eps, ACC)
     P = tl.num_programs(0)
     pid = tl.program_id(0)
     DT: tl.constexpr = x_ptr.dtype.element_ty

@@ -871,7 +871,7 @@ def _avg_pool_bwd_tile_plan(grad_output, self, kh, kw, divisor):
     meta = dict(W=W, OW=ow, KH=kh, KW=kw, CL=cl, I64=_wide(self, grad_output),
                 ACC=_acc(grad_output.dtype), BLOCK_R=block_r, BLOCK_Q=block_q,
                 num_warps=_AVG_POOL_BWD_TILE_WARPS)
-    return grid, (rows, cols, float(divisor)), meta
+    return grid, (rows, cols, int(divisor)), meta
 
 
 def _avg_pool_params(kernel_size, stride, padding, divisor_override):
@@ -904,7 +904,7 @@ def _avg_pool_fast_plan(self, kh, kw, sh, sw, ph, pw, oh, ow, count_include_pad,
         grid = (_cdiv(rows, block_r), _cdiv(ow, block_q))
         meta = dict(H=H, W=W, OH=oh, OW=ow, KH=kh, KW=kw, I64=wide, ACC=acc, BLOCK_R=block_r,
                     BLOCK_Q=block_q, num_warps=_AVG_POOL_TILE_WARPS)
-        return _avg_pool_tile_kernel, grid, (rows, float(divisor_override or kh * kw)), meta
+        return _avg_pool_tile_kernel, grid, (rows, int(divisor_override or kh * kw)), meta
     if not _AVG_POOL_FLAT:
         return None
     total = N * C * oh * ow
@@ -914,7 +914,7 @@ def _avg_pool_fast_plan(self, kh, kw, sh, sw, ph, pw, oh, ow, count_include_pad,
                 COUNT_PAD=bool(count_include_pad), HAS_DIV=divisor_override is not None,
                 EVEN=total % block == 0, I64=wide, ACC=acc, BLOCK=block,
                 num_warps=_AVG_POOL_FLAT_WARPS)
-    args = (total, float(divisor_override or 1))
+    args = (total, int(divisor_override or 1))
     return _avg_pool_flat_kernel, (_cdiv(total, block),), args, meta
 
 
@@ -939,7 +939,7 @@ def _avg_pool_plan(self, kernel_size, stride, padding, ceil_mode, count_include_
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, COUNT_PAD=bool(count_include_pad),
                 HAS_DIV=divisor_override is not None, I64=wide, ACC=_acc(self.dtype))
-    args = (*rq, C, H, W, oh, ow, sn, sc, s_h, s_w, float(divisor_override or 1))
+    args = (*rq, C, H, W, oh, ow, sn, sc, s_h, s_w, int(divisor_override or 1))
     return shape, strides, _avg_pool_kernel, grid, args, meta
 
 
@@ -976,7 +976,7 @@ def _avg_pool_bwd_plan(grad_output, self, kernel_size, stride, padding, count_in
     meta.update(KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, MAXH=_cdiv(kh, sh), MAXW=_cdiv(kw, sw),
                 COUNT_PAD=bool(count_include_pad), HAS_DIV=divisor_override is not None,
                 I64=_wide(self, grad_output), ACC=_acc(grad_output.dtype))
-    args = (*rq, C, H, W, oh, ow, *_strides4(grad_output), float(divisor_override or 1))
+    args = (*rq, C, H, W, oh, ow, *_strides4(grad_output), int(divisor_override or 1))
     return shape, strides, _avg_pool_bwd_kernel, grid, args, meta
 
 
@@ -1070,7 +1070,8 @@ def _src_index(o, scale, size, ALIGN: tl.constexpr, ACC: tl.constexpr):
 
 
 @triton.jit
-def _bilinear_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw, rh, rw,
+def _bilinear_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw, rh: tl.float64,
+                     rw: tl.float64,
                      ALIGN: tl.constexpr, CL: tl.constexpr, I64: tl.constexpr,
                      ACC: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_Q: tl.constexpr,
                      SAME: tl.constexpr):
@@ -1085,8 +1086,9 @@ def _bilinear_kernel(x_ptr, out_ptr, R, Q, C, H, W, OH, OW, sn, sc, sh, sw, rh, 
         x = tl.load(x_ptr + n * sn + c * sc + oh * sh + ow * sw, mask=ok, other=0)
         tl.store(out_ptr + o, x.to(out_ptr.dtype.element_ty), mask=ok)
         return
-    h1, hp, lh1 = _src_index(oh, rh, H, ALIGN, ACC)
-    w1, wp, lw1 = _src_index(ow, rw, W, ALIGN, ACC)
+    # the scales arrive as doubles (a float argument would be packed as fp32): one rounding to ACC
+    h1, hp, lh1 = _src_index(oh, tl.full([1, 1], rh, ACC), H, ALIGN, ACC)
+    w1, wp, lw1 = _src_index(ow, tl.full([1, 1], rw, ACC), W, ALIGN, ACC)
     lh0 = 1.0 - lh1
     lw0 = 1.0 - lw1
     base = x_ptr + n * sn + c * sc
@@ -1142,7 +1144,7 @@ def _upsample_plan(self, output_size, align_corners, scales_h, scales_w):
     wide = _wide(self) or N * C * oh * ow >= 2**31 - 2**20  # the dense output's extent
     meta.update(ALIGN=bool(align_corners), I64=wide, ACC=_acc(self.dtype))
     meta.update(SAME=(oh, ow) == (H, W))  # ATen copies whatever the scales (CPU and CUDA alike)
-    return shape, fmt, grid, (*rq, C, H, W, oh, ow, *self.stride(), rh, rw), meta
+    return shape, fmt, grid, (*rq, C, H, W, oh, ow, *self.stride(), float(rh), float(rw)), meta
 
 
 def _upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors):

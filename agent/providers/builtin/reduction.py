@@ -238,7 +238,10 @@ _MOMENTS_KERNELS = '''
 
 @triton.jit
 def _moments_finish(t1, t2, shift, offs, ok, out_ptr, out2_ptr, n_f, denom, KIND: tl.constexpr):
-    # KIND: 0 sum, 1 mean, 2 var, 3 std, 4 var (+mean in out2), 5 std (+mean in out2)
+    # KIND: 0 sum, 1 mean, 2 var, 3 std, 4 var (+mean in out2), 5 std (+mean in out2).
+    # n_f and denom arrive as doubles (tl.float64 parameters): rounded once, to the sums' dtype
+    n_f = tl.full([1], n_f, t1.dtype)
+    denom = tl.full([1], denom, t1.dtype)
     if KIND == 0:
         tl.store(out_ptr + offs, t1.to(out_ptr.dtype.element_ty), mask=ok)
     elif KIND == 1:
@@ -255,7 +258,8 @@ def _moments_finish(t1, t2, shift, offs, ok, out_ptr, out2_ptr, n_f, denom, KIND
 
 
 @triton.jit
-def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, SO, CHUNK, NSPLIT, n_f, denom,
+def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, SO, CHUNK, NSPLIT, n_f: tl.float64,
+                  denom: tl.float64,
                   KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PDL_NEXT: tl.constexpr):
     _pdl_enter(False, PDL_NEXT)
@@ -289,8 +293,8 @@ def _moments_rows(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, R, SO, CHUNK, NSPLIT
 
 
 @triton.jit
-def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, SO, CHUNK, NSPLIT, NIB, n_f,
-                  denom,
+def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, SO, CHUNK, NSPLIT, NIB,
+                  n_f: tl.float64, denom: tl.float64,
                   KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr, SPLIT: tl.constexpr,
                   BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr, PDL_NEXT: tl.constexpr):
     _pdl_enter(False, PDL_NEXT)
@@ -327,7 +331,8 @@ def _moments_cols(x_ptr, out_ptr, out2_ptr, part_ptr, INNER, R, SO, CHUNK, NSPLI
 
 
 @triton.jit
-def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, SO, INNER, NSPLIT, n_f, denom,
+def _moments_combine(x_ptr, out_ptr, out2_ptr, part_ptr, ROWS, SO, INNER, NSPLIT,
+                     n_f: tl.float64, denom: tl.float64,
                      KIND: tl.constexpr, SHIFTED: tl.constexpr, ACC: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, PDL_WAIT: tl.constexpr):
     _pdl_enter(PDL_WAIT, False)

@@ -284,6 +284,16 @@ def _histc_bin(x_ptr, v, a, b, bins, INT_MATH: tl.constexpr, INT32: tl.constexpr
 
 
 @triton.jit
+def _histc_range(lo, hi, lo_f, hi_f, INT_MATH: tl.constexpr, ACC: tl.constexpr):
+    """The given range: integers in lo, hi; floats as doubles in lo_f, hi_f (a plain float
+    argument is packed as fp32), rounded once to ACC."""
+    if INT_MATH:
+        return lo, hi
+    else:
+        return tl.full([], lo_f, ACC), tl.full([], hi_f, ACC)
+
+
+@triton.jit
 def _range_kernel(x_ptr, rng_ptr, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
     """rng = the histogram range from the data (only when histc's min == max)."""
     a, b = _data_range(x_ptr, n, ACC, BLOCK)
@@ -292,7 +302,8 @@ def _range_kernel(x_ptr, rng_ptr, n, ACC: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _histc_kernel(x_ptr, out_ptr, rng_ptr, n, bins, lo, hi, FROM_DATA: tl.constexpr,
+def _histc_kernel(x_ptr, out_ptr, rng_ptr, n, bins, lo, hi, lo_f: tl.float64, hi_f: tl.float64,
+                  FROM_DATA: tl.constexpr,
                   INT_MATH: tl.constexpr, INT32: tl.constexpr, HALF: tl.constexpr,
                   ACC: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -302,8 +313,7 @@ def _histc_kernel(x_ptr, out_ptr, rng_ptr, n, bins, lo, hi, FROM_DATA: tl.conste
         a = tl.load(rng_ptr)
         b = tl.load(rng_ptr + 1)
     else:
-        a = lo
-        b = hi
+        a, b = _histc_range(lo, hi, lo_f, hi_f, INT_MATH, ACC)
     inside = m & (v >= a) & (v <= b)
     bin_ = _histc_bin(x_ptr, v, a, b, bins, INT_MATH, INT32, HALF)
     ones = tl.full([BLOCK], 1, out_ptr.dtype.element_ty)
@@ -311,7 +321,8 @@ def _histc_kernel(x_ptr, out_ptr, rng_ptr, n, bins, lo, hi, FROM_DATA: tl.conste
 
 
 @triton.jit
-def _histc_one_kernel(x_ptr, out_ptr, n, bins, lo, hi, FROM_DATA: tl.constexpr,
+def _histc_one_kernel(x_ptr, out_ptr, n, bins, lo, hi, lo_f: tl.float64, hi_f: tl.float64,
+                      FROM_DATA: tl.constexpr,
                       INT_MATH: tl.constexpr, INT32: tl.constexpr, HALF: tl.constexpr,
                       ACC: tl.constexpr, OUT_FLOAT: tl.constexpr, BINS_P2: tl.constexpr,
                       BLOCK: tl.constexpr):
@@ -321,8 +332,7 @@ def _histc_one_kernel(x_ptr, out_ptr, n, bins, lo, hi, FROM_DATA: tl.constexpr,
     if FROM_DATA:
         a, b = _data_range(x_ptr, n, ACC, BLOCK)
     else:
-        a = lo
-        b = hi
+        a, b = _histc_range(lo, hi, lo_f, hi_f, INT_MATH, ACC)
     counts = tl.zeros([BINS_P2], tl.int32)
     for s in range(0, n, BLOCK):
         offs = s + tl.arange(0, BLOCK).to(tl.int64)
@@ -357,12 +367,13 @@ def _histc(self, bins, low, high):
         from_data = False
     half = self.dtype in (torch.float16, torch.bfloat16)
     int32 = not is_float and not from_data and -2**31 <= lo and hi < 2**31 and (hi - lo) * bins < 2**31
+    range_args = (0, 0, float(lo), float(hi)) if is_float else (lo, hi, 0.0, 0.0)
     # int32 counts, exact in fp32 below 2**24
     if 0 < _HISTC_ONE_PROGRAM_MAX and n <= min(_HISTC_ONE_PROGRAM_MAX, 1 << 24) and bins <= _HISTC_ONE_PROGRAM_BINS:
         out = torch.empty((bins,), dtype=self.dtype, device=self.device)
         block = max(32, min(_pow2(max(n, 1)), _HISTC_ONE_PROGRAM_BLOCK))
         _histc_one_kernel[(1,)](
-            x, out, n, bins, lo, hi, FROM_DATA=from_data, INT_MATH=not is_float, INT32=int32,
+            x, out, n, bins, *range_args, FROM_DATA=from_data, INT_MATH=not is_float, INT32=int32,
             HALF=half, ACC=acc, OUT_FLOAT=is_float, BINS_P2=_pow2(bins), BLOCK=block,
             num_warps=_HISTC_ONE_PROGRAM_WARPS)
         return out
@@ -374,7 +385,7 @@ def _histc(self, bins, low, high):
         _range_kernel[(1,)](x, rng, n, ACC=acc, BLOCK=1024)
     block, warps = _block1(n)
     _histc_kernel[(max(1, _cdiv(n, block)),)](
-        x, counts, rng, n, bins, lo, hi, FROM_DATA=from_data, INT_MATH=not is_float, INT32=int32,
+        x, counts, rng, n, bins, *range_args, FROM_DATA=from_data, INT_MATH=not is_float, INT32=int32,
         HALF=half, ACC=acc, BLOCK=block, num_warps=warps)
     if counts is not out:
         _cast_kernel[(_cdiv(bins, 1024),)](counts, out, bins, BLOCK=1024)
