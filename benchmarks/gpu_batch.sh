@@ -66,7 +66,7 @@ for step in "$@"; do
         --device cuda > "$out/model_check.log" 2>&1
       keep_run model_check ;;
     gputests)
-      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py tests/test_gpu_scalars.py \
+      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py tests/test_gpu_scalars.py tests/test_gpu_embedding.py \
         > "$out/gputests.log" 2>&1 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac

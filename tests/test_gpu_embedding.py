@@ -1,0 +1,58 @@
+"""GPU-only (marker `gpu`): the embedding backward's sorted path on the GPU's own arithmetic.
+
+Past 3072 indices the rows are sorted by weight row and each tile of sorted rows is summed by a
+0/1 matrix product on tensor cores (f32 grads as three exact bf16 pieces). The interpreter runs
+that product as an fp32 dot (its bf16 dots are wrong), so only the GPU checks the tensor-core
+path: sums as close to the exact ones as eager's, the same bits on every call, NaN and infinity
+where eager has them, on uniform and on Zipf-distributed (token-stream-like) indices.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_loading import load_kernel
+
+from agent.providers.builtin.registry import WRITERS
+from agent.providers.builtin.request import KernelRequest
+
+pytestmark = pytest.mark.gpu
+
+OP = "embedding_dense_backward.default"
+
+_CASES = [  # (indices, columns, weight rows, dtype, Zipf exponent (0: uniform), padding_idx)
+    (8192, 2048, 32000, torch.bfloat16, 1.1, -1),
+    (8192, 768, 50257, torch.float16, 1.1, 0),
+    (4096, 768, 30522, torch.float32, 0.0, 0),
+    (16384, 256, 1000, torch.float32, 1.3, 5),
+    (3100, 64, 7, torch.bfloat16, 0.0, 2),
+]
+
+
+@pytest.mark.parametrize(("rows", "cols", "weights", "dtype", "zipf", "pad"), _CASES)
+def test_sorted_path_sums_like_eager_on_skewed_indices(
+    rows, cols, weights, dtype, zipf, pad, tmp_path
+) -> None:
+    kernel = load_kernel(OP, WRITERS[OP](KernelRequest(OP, "", [])), tmp_path)
+    gen = torch.Generator().manual_seed(0)
+    grad = torch.randn(rows, cols, generator=gen).to(dtype).cuda()
+    if zipf:
+        law = 1.0 / torch.arange(1, weights + 1, dtype=torch.float64) ** zipf
+        index = torch.multinomial(law, rows, replacement=True, generator=gen).cuda()
+    else:
+        index = torch.randint(0, weights, (rows,), generator=gen).cuda()
+    got = kernel(grad, index, weights, pad, False)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, pad, False)
+    keep = index != pad
+    exact = torch.zeros(weights, cols, dtype=torch.float64, device="cuda")
+    exact.index_add_(0, index[keep], grad[keep].double())
+    ours = (got.double() - exact).abs().max().item()
+    eagers = (want.double() - exact).abs().max().item()
+    assert ours <= 1.5 * eagers + 1e-6, (ours, eagers)
+    assert torch.equal(kernel(grad, index, weights, pad, False), got)
+    grad[3, 1] = float("nan")
+    grad[7, 2] = float("inf")
+    got = kernel(grad, index, weights, pad, False)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, pad, False)
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.isinf(), want.isinf())
