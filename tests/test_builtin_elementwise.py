@@ -6,12 +6,14 @@ non-contiguous inputs, f32/f16/bf16 (plus integer and bool where the op takes th
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
 import pytest
 import torch
+import triton.language as tl
 from builtin_support import assert_compiles_for_sm90, load_kernel, materialize_case, run_generated
 
 from agent.providers.base import Message, OperatorContext
@@ -584,6 +586,23 @@ def test_float_floor_and_trunc_division_are_exact_on_integer_quotients() -> None
     assert check("div.Tensor_mode", cases, make_args=make) == []
     cases = ["((T([30], f32), T([30], f32)), {'rounding_mode': 'trunc'})"]
     assert check("div.Tensor_mode", cases, make_args=make) == []
+
+
+def test_numbers_keep_their_kind_through_the_kernel_argument_pairs(tmp_path: Path) -> None:
+    """A number reaches the kernel as an (integer, float) pair: integers in the integer half (an
+    int64 alpha past 2**53 stays exact, which a double would round), floats in the half annotated
+    tl.float64 (a double on the GPU too, where a plain float argument is packed as fp32)."""
+    add, module = _load("add.Tensor", tmp_path)
+    x = torch.tensor([1, -3, 2**40], dtype=torch.int64)
+    big = 2**53 + 1
+    assert torch.equal(add(x, x, alpha=big), torch.add(x, x, alpha=big))
+    assert torch.equal(add(x, big), torch.add(x, big))
+    d = torch.tensor([0.5, -1.25, 3.0], dtype=torch.float64)
+    assert torch.equal(add(d, 0.1), torch.add(d, 0.1))
+    assert torch.equal(add(d, d, alpha=0.1), torch.add(d, d, alpha=0.1))
+    signature = inspect.signature(module["_kernel_flat"].fn)
+    annotated = {n for n, p in signature.parameters.items() if p.annotation == tl.float64}
+    assert annotated == {"x_fval", "y_fval", "alpha_f"}
 
 
 def test_pow_of_negative_bases_follows_integer_exponent_rules() -> None:
