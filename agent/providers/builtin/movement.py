@@ -1349,10 +1349,10 @@ def _embed_link_kernel(idx_ptr, link_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, 
 @triton.jit
 def _embed_chain_term(g_ptr, idx_ptr, link_ptr, k, on, cols, col_ok, R, I1, I2, I3, SI0, SI1,
                       SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK: tl.constexpr,
-                      ROUND: tl.constexpr, DT: tl.constexpr):
+                      DT: tl.constexpr):
     """Leader k's term of its weight row, fp32 (rows where `on`): its grad row, plus its peers'
-    in index order when it has any (fp32, as eager sums a chunk), rounded to DT when ROUND (as
-    eager rounds each chunk's sum). Peers are rare with many weight rows: their loop runs only
+    in index order when it has any (fp32, as eager sums a chunk), rounded to DT (as eager
+    rounds each chunk's sum). Peers are rare with many weight rows: their loop runs only
     when one of the rows has some, and loads only theirs."""
     kk = tl.where(on, k, 0)
     ioff, goff = _embed_rows(kk, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
@@ -1370,19 +1370,17 @@ def _embed_chain_term(g_ptr, idx_ptr, link_ptr, k, on, cols, col_ok, R, I1, I2, 
             g = tl.load(g_ptr + qg[:, None] + cols[None, :] * SGD,
                         mask=same[:, None] & col_ok[None, :], other=0)
             t = tl.where(same[:, None], t + g.to(tl.float32), t)
-        if ROUND:
-            t = t.to(DT).to(tl.float32)
+        t = t.to(DT).to(tl.float32)
     return t
 
 
 @triton.jit
 def _embed_fold_kernel(g_ptr, idx_ptr, link_ptr, out_ptr, R, D,
                        I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                       CHUNK: tl.constexpr, ROUND: tl.constexpr, BLOCK_R: tl.constexpr,
-                       BLOCK_C: tl.constexpr):
+                       CHUNK: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """Step 2: each chain's head walks its leaders in index order and adds their terms
-    (`_embed_chain_term`): ROUND, rounded to the output dtype at every step, as eager adds chunk
-    after chunk (out[w] = dtype(out[w] + term)); otherwise in fp32, rounded once at the end.
+    (`_embed_chain_term`), rounded to the output dtype at every step, as eager adds chunk
+    after chunk (out[w] = dtype(out[w] + term)).
     The output is zero-filled before (a fold over all weight rows that wrote their zeros too
     took 93 us against 39 + 26 for [4, 2048, 2048] grads into 32000 rows on the H200: its
     programs wait on chains of dependent loads)."""
@@ -1394,16 +1392,13 @@ def _embed_fold_kernel(g_ptr, idx_ptr, link_ptr, out_ptr, R, D,
     head = w >= 0
     if tl.max(head.to(tl.int32)) > 0:
         v = _embed_chain_term(g_ptr, idx_ptr, link_ptr, r, head, cols, col_ok, R, I1, I2, I3,
-                              SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK, ROUND, DT)
+                              SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK, DT)
         k = tl.load(link_ptr + r, mask=head, other=-1)
         while tl.max(k) >= 0:
             on = k >= 0
             t = _embed_chain_term(g_ptr, idx_ptr, link_ptr, k, on, cols, col_ok, R, I1, I2, I3,
-                                  SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK, ROUND, DT)
-            if ROUND:
-                t = (v + t).to(DT).to(tl.float32)
-            else:
-                t = v + t
+                                  SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK, DT)
+            t = (v + t).to(DT).to(tl.float32)
             v = tl.where(on[:, None], t, v)
             k = tl.load(link_ptr + tl.where(on, k, 0), mask=on, other=-1)
         tl.store(out_ptr + w[:, None] * D + cols[None, :], v.to(DT),
@@ -1499,8 +1494,8 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
     row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
-    and so the same run of it, keys being sorted) times the grads, accumulated in fp32 (tensor
-    cores for f16/bf16, exact products; fp32 FMAs for f32). A weight row whose rows all lie in
+    and so the same run of it, keys being sorted) times the grads, accumulated in fp32 on
+    tensor cores with exact products (`_embed_run_sums`). A weight row whose rows all lie in
     the tile is stored (rounded once); one continuing into the next tile leaves its partial sum
     in part[0, tile], and the part of one that began in an earlier tile goes to part[1, tile],
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
@@ -1586,8 +1581,8 @@ def _embed_bwd_f64_kernel(g_ptr, idx_ptr, acc_ptr, cnt_ptr, R, D, NCB, padding_i
 # result with every chunk in parallel
 _EAGER_FEATURE_MAX = 3072
 # past that and up to this many indices (no frequency scaling, not f64), the sorted path:
-# a stable counting sort of the rows by weight row, then segmented sums over the sorted rows
-# (fp32, rounded once, as eager's sorted path sums). Its cost does not depend on how the
+# a stable counting sort of the rows by weight row, then per-weight-row sums over tiles of the
+# sorted rows (fp32, rounded once, as eager's sorted path sums). Its cost does not depend on how the
 # indices are distributed; the chains it replaced walked a weight row's chunks one dependent
 # load after another (H200, Zipf-distributed indices: 7x slower than eager, BENCHMARKS §20).
 # The rank scan is quadratic in the indices; past this, the int64 atomics
@@ -1694,7 +1689,7 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
                                               num_warps=_EMBED_LINK_WARPS)
         bc = max(16, min(_pow2(D), 128))
         _embed_fold_kernel[(_cdiv(R, 16), _cdiv(D, bc))](grad_output, indices, link, out, R, D,
-                                                         *geometry, CHUNK=32, ROUND=True,
+                                                         *geometry, CHUNK=32,
                                                          BLOCK_R=16, BLOCK_C=bc, num_warps=4)
         return out
     if plain and R <= _EMBED_SORT_MAX:
