@@ -224,9 +224,16 @@ def _uses_flat_rows(text: str, case_text: str) -> bool:
     return "FLAT" in _plan_constexprs(text, case_text)
 
 
-# The flat-row kernel's switches: off (`_rows_kernel`), the default, exp again divided by the sum
-# (no reciprocal).
-FLAT_KNOBS = [dict(_FLAT_ROWS_TILE=0), {}, dict(_FLAT_RECIP=False)]
+# The short-row kernels' switches: both off (`_rows_kernel`), the flat kernel (with and without
+# the reciprocal: exp again divided by the sum), the window kernel one program per tile, and
+# persistent (the default).
+FLAT_KNOBS = [
+    dict(_FLAT_ROWS_TILE=0, _WIN_TILE=0),
+    dict(_WIN_TILE=0),
+    dict(_WIN_TILE=0, _FLAT_RECIP=False),
+    dict(_WIN_PROGRAMS_PER_SM=0),
+    {},
+]
 
 
 @pytest.mark.parametrize("knobs", range(len(FLAT_KNOBS)))
@@ -237,12 +244,16 @@ def test_softmax_family_short_unaligned_rows_match_eager(op: str, knobs: int) ->
     assert run_generated(op, text, cases) == []
 
 
-def test_softmax_short_unaligned_rows_take_the_flat_kernel_when_on() -> None:
+def test_softmax_short_unaligned_rows_take_the_window_or_flat_kernel_when_on() -> None:
     text = _write(softmax, "_softmax.default", [])
-    assert _uses_flat_rows(text, "((T([2, 3, 49, 49], f16), -1, False), {})")
-    assert not _uses_flat_rows(text, "((T([300, 8], f32), -1, False), {})")  # 32-byte rows
-    assert not _uses_flat_rows(_with_constants(text, _FLAT_ROWS_TILE=0),
-                               "((T([2, 3, 49, 49], f16), -1, False), {})")  # fmt: skip
+    case = "((T([2, 3, 49, 49], f16), -1, False), {})"
+    assert "CH" in _plan_constexprs(text, case)  # the window kernel
+    assert not _uses_flat_rows(text, case)
+    assert "CH" not in _plan_constexprs(text, "((T([300, 8], f32), -1, False), {})")  # 32-byte rows
+    assert "CH" not in _plan_constexprs(text, "((T([9, 3], bf16), -1, False), {})")  # < a vector
+    assert _uses_flat_rows(text, "((T([9, 3], bf16), -1, False), {})")
+    assert _uses_flat_rows(_with_constants(text, _WIN_TILE=0), case)
+    assert not _uses_flat_rows(_with_constants(text, _FLAT_ROWS_TILE=0, _WIN_TILE=0), case)
 
 
 def _with_infinities(op: str, case, gen: torch.Generator):

@@ -69,6 +69,15 @@ def _persistent_programs(x):
     return max(1, int(_LONG_PROGRAMS_PER_SM * _num_sms(index)))
 
 
+def _flat_programs(x, per_sm):
+    """Programs of a persistent short-row grid, per_sm per SM (the interpreter: a few, in
+    turns)."""
+    if _INTERPRET or x.device.type != "cuda":
+        return _INTERPRET_PROGRAMS
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return max(1, int(per_sm * _num_sms(index)))
+
+
 def _pow2(n):
     return 1 << max(0, int(n) - 1).bit_length()
 
@@ -174,21 +183,19 @@ def _rows_const_kernel(a_ptr, b_ptr, out_ptr, ROWS, R: tl.constexpr, MODE: tl.co
 
 
 @triton.jit
-def _flat_tile(a_ptr, b_ptr, out_ptr, base, n, R: tl.constexpr, MODE: tl.constexpr,
-               ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr,
+def _flat_math(a, b, i, R: tl.constexpr, MODE: tl.constexpr, ACC: tl.constexpr,
+               ROWS: tl.constexpr, BLOCK_N: tl.constexpr, OUT: tl.constexpr,
                RECIP: tl.constexpr):
-    """ROWS whole rows of R elements from flat offset `base` (n elements valid): loaded flat,
-    viewed as a [BLOCK_N, ROWS] tile (one row per column) through a register gather, written
-    flat. Rows along the tile's fast axis put a row in one lane's registers and a few warps
-    (the row reductions: in-thread sums and one exchange through shared memory), where
-    [ROWS, BLOCK_N] spreads a row over a warp's lanes (5 shuffles per row and reduction)."""
-    i = tl.arange(0, FLAT)
-    ok = i < n
+    """ROWS whole rows of R elements given flat (a, and b for the backward modes, as loaded):
+    viewed as a [BLOCK_N, ROWS] tile (one row per column) through a register gather, reduced,
+    and gathered back to the flat layout (returned, in OUT). Rows along the tile's fast axis put
+    a row in one lane's registers and a few warps (the row reductions: in-thread sums and one
+    exchange through shared memory), where [ROWS, BLOCK_N] spreads a row over a warp's lanes
+    (5 shuffles per row and reduction)."""
     c2 = tl.arange(0, BLOCK_N)[:, None]
     r2 = tl.arange(0, ROWS)[None, :]
     # the tile's element (c, r) is flat element r * R + c (the last column repeats as padding)
     to_tile = tl.reshape(r2 * R + tl.minimum(c2, R - 1), [BLOCK_N * ROWS])
-    a = tl.load(a_ptr + base + i, mask=ok, other=0)
     a = tl.reshape(tl.gather(a, to_tile, 0), [BLOCK_N, ROWS]).to(ACC)
     if MODE < 2:
         a = tl.where(c2 < R, a, float("-inf"))
@@ -197,7 +204,6 @@ def _flat_tile(a_ptr, b_ptr, out_ptr, base, n, R: tl.constexpr, MODE: tl.constex
         e = tl.exp(a - mx[None, :])
         s = tl.sum(e, axis=0)
     else:
-        b = tl.load(b_ptr + base + i, mask=ok, other=0)
         b = tl.reshape(tl.gather(b, to_tile, 0), [BLOCK_N, ROWS]).to(ACC)
         mx = tl.zeros([ROWS], ACC)
         if MODE == 2:
@@ -206,13 +212,28 @@ def _flat_tile(a_ptr, b_ptr, out_ptr, base, n, R: tl.constexpr, MODE: tl.constex
             s = tl.sum(tl.where(c2 < R, a, 0), axis=0)
     if RECIP and MODE == 0:
         # the exponentials of the sum, times 1/s per row: no second exp, no division per element
-        y = (e * (1.0 / s)[None, :]).to(out_ptr.dtype.element_ty)
+        y = (e * (1.0 / s)[None, :]).to(OUT)
     else:
-        y = _finish(a, b, mx[None, :], s[None, :], MODE).to(out_ptr.dtype.element_ty)
+        y = _finish(a, b, mx[None, :], s[None, :], MODE).to(OUT)
     # flat element i is the tile's (i % R, i // R); padding past ROWS * R reads a valid one
     row = tl.minimum(i // R, ROWS - 1)
     to_flat = tl.minimum(i - row * R, BLOCK_N - 1) * ROWS + row
-    y = tl.gather(tl.reshape(y, [BLOCK_N * ROWS]), to_flat, 0)
+    return tl.gather(tl.reshape(y, [BLOCK_N * ROWS]), to_flat, 0)
+
+
+@triton.jit
+def _flat_tile(a_ptr, b_ptr, out_ptr, base, n, R: tl.constexpr, MODE: tl.constexpr,
+               ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr,
+               RECIP: tl.constexpr):
+    """ROWS whole rows of R elements from flat offset `base` (n elements valid): loaded flat,
+    reduced by `_flat_math`, written flat."""
+    i = tl.arange(0, FLAT)
+    ok = i < n
+    a = tl.load(a_ptr + base + i, mask=ok, other=0)
+    b = a
+    if MODE >= 2:
+        b = tl.load(b_ptr + base + i, mask=ok, other=0)
+    y = _flat_math(a, b, i, R, MODE, ACC, ROWS, BLOCK_N, out_ptr.dtype.element_ty, RECIP)
     tl.store(out_ptr + base + i, y, mask=ok)
 
 
@@ -235,6 +256,152 @@ def _flat_rows_kernel(a_ptr, b_ptr, out_ptr, TOTAL, FULL, R: tl.constexpr, MODE:
     else:
         _flat_tile(a_ptr, b_ptr, out_ptr, base, TOTAL - base, R, MODE, ACC, ROWS, BLOCK_N, FLAT,
                    RECIP)
+
+
+@triton.jit
+def _exp_fast(x, FTZ: tl.constexpr):
+    """exp(x) in fp32; FTZ (GPU only): ex2.approx.ftz, without the denormal range check that
+    tl.exp's ex2.approx costs (a compare and two multiplies per element; results below 2**-126
+    become 0)."""
+    if FTZ:
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $$0, $$1;", "=f,f",
+                                         [x * 1.4426950408889634], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.exp(x)
+
+
+@triton.jit
+def _window_geometry(R: tl.constexpr, RB: tl.constexpr, W: tl.constexpr, CH: tl.constexpr):
+    """Per row of a window tile: its first vector (element offset from the tile's base), the
+    elements up to the next row's first vector ([RB, 1]), its first element in its window
+    ([RB, 1]); and the window's element index c ([1, W])."""
+    r = tl.arange(0, RB)
+    first = (r * R) // CH * CH
+    owned = (((r + 1) * R) // CH * CH - first)[:, None]
+    start = (r * R - first)[:, None]
+    return first, owned, start, tl.arange(0, W)[None, :]
+
+
+@triton.jit
+def _window_math(a, b, c, start, R: tl.constexpr, MODE: tl.constexpr, ACC: tl.constexpr,
+                 RB: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr):
+    """The op on an [RB, W] window tile as loaded (a; b for the backward modes): statistics
+    over each row's own elements (start <= c < start + R), the previous row's tail (c < start)
+    finished with that row's statistics."""
+    a = a.to(ACC)
+    rp = tl.maximum(tl.arange(0, RB) - 1, 0)
+    own = (c >= start) & (c < start + R)
+    if DEBUG:
+        y = a
+    elif MODE < 2:
+        mx = tl.max(tl.where(own, a, float("-inf")), axis=1)
+        m_sel = tl.where(c < start, tl.gather(mx, rp, 0)[:, None], mx[:, None])
+        e = _exp_fast(a - m_sel, FTZ)
+        # the masks again, written differently: kept alive from above, 32 of them per lane spill
+        # out of the 7 predicate registers into bit fields (two instructions each per use)
+        d = c - start
+        s = tl.sum(tl.where(d.to(tl.uint32) < R, e, 0.0), axis=1)
+        if MODE == 0:
+            inv = 1.0 / s
+            y = e * tl.where(d < 0, tl.gather(inv, rp, 0)[:, None], inv[:, None])
+        else:
+            ls = tl.log(s)
+            y = (a - m_sel) - tl.where(d < 0, tl.gather(ls, rp, 0)[:, None], ls[:, None])
+    else:
+        b = b.to(ACC)
+        if MODE == 2:
+            s = tl.sum(tl.where(own, a * b, 0.0), axis=1)
+        else:
+            s = tl.sum(tl.where(own, a, 0.0), axis=1)
+        y = _finish(a, b, 0.0, tl.where(c < start, tl.gather(s, rp, 0)[:, None], s[:, None]),
+                    MODE)
+    return y
+
+
+@triton.jit
+def _window_tile(a_ptr, b_ptr, out_ptr, base, rows, TOTAL, R: tl.constexpr, MODE: tl.constexpr,
+                 ACC: tl.constexpr, RB: tl.constexpr, W: tl.constexpr, CH: tl.constexpr,
+                 MASKED: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr):
+    """RB rows of R elements from flat offset `base` (16-byte aligned; `rows` of them valid),
+    each read through an aligned window: W elements from the CH-element vector (16 bytes) that
+    holds the row's first element, so that every access is a whole vector however the rows
+    fall (49 halves: rows start at every even byte offset). Row r owns the vectors from its
+    first up to the next row's first: the tail of row r - 1 that shares its first vector is
+    written from row r's window with row r - 1's statistics (one [RB] gather), so each output
+    vector is stored once, whole, by one lane. With R >= CH no vector holds a third row.
+    MASKED: the last program, whose windows may reach past the tensor's end (per-element
+    masks, and the last row owns its partial last vector)."""
+    first, owned, start, c = _window_geometry(R, RB, W, CH)
+    offs = base + first[:, None] + c
+    if MASKED:
+        r = tl.arange(0, RB)[:, None]
+        ld_ok = offs < TOTAL
+        own = (c >= start) & (c < start + R)
+        st_ok = ((c < owned) | (own & (r == rows - 1))) & (r < rows) & ld_ok
+    else:
+        ld_ok = c < W
+        st_ok = c < owned
+    fill = float("-inf") if MODE < 2 else 0.0
+    a = tl.load(a_ptr + offs, mask=ld_ok, other=fill)
+    b = a
+    if MODE >= 2:
+        b = tl.load(b_ptr + offs, mask=ld_ok, other=0)
+    y = _window_math(a, b, c, start, R, MODE, ACC, RB, FTZ, DEBUG)
+    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=st_ok)
+
+
+@triton.jit
+def _window_stream_kernel(a_ptr, b_ptr, out_ptr, ROWS, LAST, R: tl.constexpr,
+                          MODE: tl.constexpr, ACC: tl.constexpr, RB: tl.constexpr,
+                          W: tl.constexpr, CH: tl.constexpr, FTZ: tl.constexpr,
+                          DEBUG: tl.constexpr):
+    """`_window_rows_kernel` on a persistent grid: program p takes the unmasked tiles p,
+    p + G, ... below LAST and loads its next tile before the math of the current one; the
+    last program also takes tile LAST (masked)."""
+    pid = tl.program_id(0)
+    G = tl.num_programs(0)
+    STEP: tl.constexpr = RB * R
+    first, owned, start, c = _window_geometry(R, RB, W, CH)
+    offs = first[:, None] + c
+    more = (c < W) & (tl.full([1, W], 0, tl.int32) + pid < LAST)
+    a_next = tl.load(a_ptr + pid.to(tl.int64) * STEP + offs, mask=more, other=0)
+    b_next = a_next
+    if MODE >= 2:
+        b_next = tl.load(b_ptr + pid.to(tl.int64) * STEP + offs, mask=more, other=0)
+    for t in range(pid, LAST, G):
+        a = a_next
+        b = b_next
+        base = tl.cast(t, tl.int64) * STEP
+        more = (c < W) & (tl.full([1, W], 0, tl.int32) + t + G < LAST)
+        a_next = tl.load(a_ptr + base + G * STEP + offs, mask=more, other=0)
+        if MODE >= 2:
+            b_next = tl.load(b_ptr + base + G * STEP + offs, mask=more, other=0)
+        y = _window_math(a, b, c, start, R, MODE, ACC, RB, FTZ, DEBUG)
+        tl.store(out_ptr + base + offs, y.to(out_ptr.dtype.element_ty), mask=c < owned)
+    if pid == G - 1:
+        base = (pid.to(tl.int64) * 0 + LAST) * STEP
+        _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - LAST * RB, ROWS * R, R, MODE, ACC, RB,
+                     W, CH, True, FTZ, DEBUG)
+
+
+@triton.jit
+def _window_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, LAST, R: tl.constexpr, MODE: tl.constexpr,
+                        ACC: tl.constexpr, RB: tl.constexpr, W: tl.constexpr,
+                        CH: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr):
+    """Short rows whose length is not a multiple of 16 bytes, RB (a multiple of 8) rows per
+    program, read and written in whole 16-byte vectors through per-row windows
+    (`_window_tile`): no gather of the data (`_flat_rows_kernel` moves every element through
+    shared memory and back, with index arithmetic per element). Programs before LAST are
+    unmasked; LAST, the final one, masks per element."""
+    pid = tl.program_id(0)
+    base = pid.to(tl.int64) * (RB * R)
+    if pid < LAST:
+        _window_tile(a_ptr, b_ptr, out_ptr, base, RB, ROWS * R, R, MODE, ACC, RB, W, CH, False,
+                     FTZ, DEBUG)
+    else:
+        _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - pid * RB, ROWS * R, R, MODE, ACC, RB,
+                     W, CH, True, FTZ, DEBUG)
 
 
 @triton.jit
@@ -443,6 +610,15 @@ _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements pe
 _FLAT_ROWS_TILE = 256 if _SMALL else 2048
 _FLAT_MAX_N = 128  # H200: 49-wide f16 rows 51.6 -> 31.9 us, but 196-wide 24.6 -> 43 (kept out)
 _FLAT_WARPS = 2
+# The same rows through aligned per-row windows (`_window_rows_kernel`), rows of at least one
+# 16-byte vector and up to _WIN_MAX_N (padded) elements: about _WIN_TILE window elements (at
+# least 8 rows) per program, _WIN_WARPS warps; _WIN_TILE = 0 leaves them to the kernels above.
+_WIN_TILE = 256 if _SMALL else 1024
+_WIN_MAX_N = 128
+_WIN_WARPS = 4
+_WIN_FTZ = True  # `_exp_fast`'s FTZ on the GPU
+_WIN_PROGRAMS_PER_SM = 8  # > 0: `_window_stream_kernel`, persistent
+_WIN_DEBUG_COPY = False  # diagnostic: the windows copied, no math (wrong results)
 # softmax: one exp per element, times 1/s per row, not exp again divided by s (H200, the five
 # 49-wide f16 cases: 1-2% faster, 31.5 -> 31.2 us on [2048, 3, 49, 49]). A persistent grid that
 # computes the gather indices once per program lost: 34-58 us at 8-2 programs per SM.
@@ -563,6 +739,18 @@ def _plan(a, dim, out_dtype):
             consts["ST_EV"] = "" if consts["ST_CACHE"] else consts["EV_DONE"]
             return _long_rows_kernel[grid], (outer, red), consts
         block_n = max(2, _pow2(red))
+        chunk = 16 // a.element_size()
+        if _WIN_TILE and red * a.element_size() % 16 and red >= chunk and block_n <= _WIN_MAX_N:
+            window = _pow2(red + chunk - 1)
+            rows = max(8, _pow2(_WIN_TILE // window))
+            consts = dict(R=red, MODE=_MODE, ACC=acc, RB=rows, W=window, CH=chunk,
+                          FTZ=bool(_WIN_FTZ) and not _INTERPRET and acc == tl.float32,
+                          DEBUG=bool(_WIN_DEBUG_COPY), num_warps=_WIN_WARPS)
+            last = (outer - 1) // rows
+            if _WIN_PROGRAMS_PER_SM:
+                grid = max(1, min(last, _flat_programs(a, _WIN_PROGRAMS_PER_SM)))
+                return _window_stream_kernel[(grid,)], (outer, last), consts
+            return _window_rows_kernel[(last + 1,)], (outer, last), consts
         if _FLAT_ROWS_TILE and red * a.element_size() % 16 and block_n <= _FLAT_MAX_N:
             rows = _pow2(max(8, _FLAT_ROWS_TILE // block_n))  # a power of two, at least 8
             full = outer // rows
