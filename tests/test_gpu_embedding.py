@@ -1,4 +1,5 @@
-"""GPU-only (marker `gpu`): the embedding backward's sorted path on the GPU's own arithmetic.
+"""GPU-only (marker `gpu`): the embedding backward's sorted path on the GPU's own arithmetic,
+and its few-index path (eager's chunk by chunk arithmetic) on skewed indices.
 
 Past 3072 indices the rows are sorted by weight row and each tile of sorted rows is summed by a
 0/1 matrix product on tensor cores (f32 grads as three exact bf16 pieces). The interpreter runs
@@ -56,3 +57,30 @@ def test_sorted_path_sums_like_eager_on_skewed_indices(
     want = torch.ops.aten.embedding_dense_backward(grad, index, weights, pad, False)
     assert torch.equal(got.isnan(), want.isnan())
     assert torch.equal(got.isinf(), want.isinf())
+
+
+_FEW = [  # up to 3072 indices: eager's per-chunk rounding; Zipf indices name one row in most chunks
+    (1024, 768, 1024, torch.bfloat16, 1.1, -1),
+    (1024, 1024, 32000, torch.bfloat16, 1.5, -1),
+    (512, 768, 512, torch.float32, 1.1, 0),
+    (3072, 256, 50, torch.float16, 0.0, 3),
+]
+
+
+@pytest.mark.parametrize(("rows", "cols", "weights", "dtype", "zipf", "pad"), _FEW)
+def test_few_index_path_repeats_eager_on_skewed_indices(
+    rows, cols, weights, dtype, zipf, pad, tmp_path
+) -> None:
+    """The chunks' terms summed ahead, then added per weight row in index order: the same bits
+    as CUDA eager's feature kernel, however many chunks name a row."""
+    kernel = load_kernel(OP, WRITERS[OP](KernelRequest(OP, "", [])), tmp_path)
+    gen = torch.Generator().manual_seed(1)
+    grad = torch.randn(rows, cols, generator=gen).to(dtype).cuda()
+    if zipf:
+        law = 1.0 / torch.arange(1, weights + 1, dtype=torch.float64) ** zipf
+        index = torch.multinomial(law, rows, replacement=True, generator=gen).cuda()
+    else:
+        index = torch.randint(0, weights, (rows,), generator=gen).cuda()
+    got = kernel(grad, index, weights, pad, False)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, pad, False)
+    assert torch.equal(got, want)
