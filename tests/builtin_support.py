@@ -176,11 +176,14 @@ def run_generated(
     seed: int = 0,
     *,
     make_args: MakeArgs | None = None,
+    reference: Callable[..., Any] | None = None,
 ) -> list[str]:
-    """Run a generated kernel file on every case and compare with eager; [] when all match."""
+    """Run a generated kernel file on every case and compare with eager (or with `reference`,
+    called like the op); [] when all match."""
     op = normalize_op(op)
     name, overload = op.split(".", 1)
     eager = getattr(getattr(torch.ops.aten, name), overload)
+    expected = reference or eager
     mutating = [
         i for i, a in enumerate(eager._schema.arguments) if a.alias_info and a.alias_info.is_write
     ]
@@ -197,7 +200,7 @@ def run_generated(
             args, kwargs = build(op, case, gen)
             ref_args, ref_kwargs = _clone(args), _clone(kwargs)
             try:
-                want = eager(*ref_args, **ref_kwargs)
+                want = expected(*ref_args, **ref_kwargs)
             except Exception as exc:
                 problems.append(f"{label}: eager raised {type(exc).__name__}: {exc}")
                 continue
