@@ -30,12 +30,11 @@ _CASES = [  # (indices, columns, weight rows, dtype, Zipf exponent (0: uniform),
 ]
 
 
-@pytest.mark.parametrize(("rows", "cols", "weights", "dtype", "zipf", "pad"), _CASES)
-def test_sorted_path_sums_like_eager_on_skewed_indices(
-    rows, cols, weights, dtype, zipf, pad, tmp_path
-) -> None:
+def _run(rows, cols, weights, dtype, zipf, pad, tmp_path, seed):
+    """(kernel, grad, index, the kernel's result, eager's) for seeded grads and indices drawn
+    uniformly or from a Zipf law of exponent `zipf` over the weight rows."""
     kernel = load_kernel(OP, WRITERS[OP](KernelRequest(OP, "", [])), tmp_path)
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(seed)
     grad = torch.randn(rows, cols, generator=gen).to(dtype).cuda()
     if zipf:
         law = 1.0 / torch.arange(1, weights + 1, dtype=torch.float64) ** zipf
@@ -44,6 +43,14 @@ def test_sorted_path_sums_like_eager_on_skewed_indices(
         index = torch.randint(0, weights, (rows,), generator=gen).cuda()
     got = kernel(grad, index, weights, pad, False)
     want = torch.ops.aten.embedding_dense_backward(grad, index, weights, pad, False)
+    return kernel, grad, index, got, want
+
+
+@pytest.mark.parametrize(("rows", "cols", "weights", "dtype", "zipf", "pad"), _CASES)
+def test_sorted_path_sums_like_eager_on_skewed_indices(
+    rows, cols, weights, dtype, zipf, pad, tmp_path
+) -> None:
+    kernel, grad, index, got, want = _run(rows, cols, weights, dtype, zipf, pad, tmp_path, 0)
     keep = index != pad
     exact = torch.zeros(weights, cols, dtype=torch.float64, device="cuda")
     exact.index_add_(0, index[keep], grad[keep].double())
@@ -73,14 +80,5 @@ def test_few_index_path_repeats_eager_on_skewed_indices(
 ) -> None:
     """The chunks' terms summed ahead, then added per weight row in index order: the same bits
     as CUDA eager's feature kernel, however many chunks name a row."""
-    kernel = load_kernel(OP, WRITERS[OP](KernelRequest(OP, "", [])), tmp_path)
-    gen = torch.Generator().manual_seed(1)
-    grad = torch.randn(rows, cols, generator=gen).to(dtype).cuda()
-    if zipf:
-        law = 1.0 / torch.arange(1, weights + 1, dtype=torch.float64) ** zipf
-        index = torch.multinomial(law, rows, replacement=True, generator=gen).cuda()
-    else:
-        index = torch.randint(0, weights, (rows,), generator=gen).cuda()
-    got = kernel(grad, index, weights, pad, False)
-    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, pad, False)
+    got, want = _run(rows, cols, weights, dtype, zipf, pad, tmp_path, 1)[3:]
     assert torch.equal(got, want)
