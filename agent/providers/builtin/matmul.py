@@ -188,6 +188,9 @@ def _tiles(M, N, batch, bm, bn):
     return _cdiv(M, bm) * _cdiv(N, bn) * batch
 
 
+_INTERPRET_MAX_TILES = 64  # CPU / interpreter: tiles per call before they widen
+
+
 @functools.lru_cache(maxsize=4096)
 def _config(M, N, K, batch, dtype, device, b_k_contiguous=False):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, splits) for this problem (cached: calls
@@ -196,6 +199,17 @@ def _config(M, N, K, batch, dtype, device, b_k_contiguous=False):
         bm = max(16, min(32, _pow2(M)))
         bn = max(16, min(32, _pow2(N)))
         bk = max(16, min(32, _pow2(K)))
+        # the interpreter pays per program: wider tiles (up to 128) once there are more than
+        # _INTERPRET_MAX_TILES of them ([1000, 32] @ [32, 2304] bf16: 2304 programs of 32 x 32
+        # took 37 s per call, over the sandbox's 60 s per test on a slow CPU)
+        while _cdiv(M, bm) * _cdiv(N, bn) * batch > _INTERPRET_MAX_TILES:
+            grow_m, grow_n = bm < min(128, _pow2(M)), bn < min(128, _pow2(N))
+            if grow_m and (bm <= bn or not grow_n):
+                bm *= 2
+            elif grow_n:
+                bn *= 2
+            else:
+                break
         tiles = _cdiv(M, bm) * _cdiv(N, bn) * batch
         splits = 2 if (not _CONSERVATIVE and tiles < 4 and K >= 4 * bk) else 1
         return bm, bn, bk, 4, 1, splits
