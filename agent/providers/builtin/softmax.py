@@ -59,19 +59,10 @@ def _target_programs(x):
     return 4 * _num_sms(index)
 
 
-def _persistent_programs(x):
-    """Programs of a persistent grid: `_LONG_PROGRAMS_PER_SM` per SM on a GPU. The interpreter
-    runs programs one after another, so any count costs the same there; a few make programs share
-    the rows as they do on a GPU."""
-    if _INTERPRET or x.device.type != "cuda":
-        return _INTERPRET_PROGRAMS
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return max(1, int(_LONG_PROGRAMS_PER_SM * _num_sms(index)))
-
-
-def _flat_programs(x, per_sm):
-    """Programs of a persistent short-row grid, per_sm per SM (the interpreter: a few, in
-    turns)."""
+def _persistent_programs(x, per_sm):
+    """Programs of a persistent grid: per_sm per SM on a GPU. The interpreter runs programs one
+    after another, so any count costs the same there; a few make programs share the work as
+    they do on a GPU."""
     if _INTERPRET or x.device.type != "cuda":
         return _INTERPRET_PROGRAMS
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
@@ -183,19 +174,21 @@ def _rows_const_kernel(a_ptr, b_ptr, out_ptr, ROWS, R: tl.constexpr, MODE: tl.co
 
 
 @triton.jit
-def _flat_math(a, b, i, R: tl.constexpr, MODE: tl.constexpr, ACC: tl.constexpr,
-               ROWS: tl.constexpr, BLOCK_N: tl.constexpr, OUT: tl.constexpr,
+def _flat_tile(a_ptr, b_ptr, out_ptr, base, n, R: tl.constexpr, MODE: tl.constexpr,
+               ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr,
                RECIP: tl.constexpr):
-    """ROWS whole rows of R elements given flat (a, and b for the backward modes, as loaded):
-    viewed as a [BLOCK_N, ROWS] tile (one row per column) through a register gather, reduced,
-    and gathered back to the flat layout (returned, in OUT). Rows along the tile's fast axis put
-    a row in one lane's registers and a few warps (the row reductions: in-thread sums and one
-    exchange through shared memory), where [ROWS, BLOCK_N] spreads a row over a warp's lanes
-    (5 shuffles per row and reduction)."""
+    """ROWS whole rows of R elements from flat offset `base` (n elements valid): loaded flat,
+    viewed as a [BLOCK_N, ROWS] tile (one row per column) through a register gather, written
+    flat. Rows along the tile's fast axis put a row in one lane's registers and a few warps
+    (the row reductions: in-thread sums and one exchange through shared memory), where
+    [ROWS, BLOCK_N] spreads a row over a warp's lanes (5 shuffles per row and reduction)."""
+    i = tl.arange(0, FLAT)
+    ok = i < n
     c2 = tl.arange(0, BLOCK_N)[:, None]
     r2 = tl.arange(0, ROWS)[None, :]
     # the tile's element (c, r) is flat element r * R + c (the last column repeats as padding)
     to_tile = tl.reshape(r2 * R + tl.minimum(c2, R - 1), [BLOCK_N * ROWS])
+    a = tl.load(a_ptr + base + i, mask=ok, other=0)
     a = tl.reshape(tl.gather(a, to_tile, 0), [BLOCK_N, ROWS]).to(ACC)
     if MODE < 2:
         a = tl.where(c2 < R, a, float("-inf"))
@@ -204,6 +197,7 @@ def _flat_math(a, b, i, R: tl.constexpr, MODE: tl.constexpr, ACC: tl.constexpr,
         e = tl.exp(a - mx[None, :])
         s = tl.sum(e, axis=0)
     else:
+        b = tl.load(b_ptr + base + i, mask=ok, other=0)
         b = tl.reshape(tl.gather(b, to_tile, 0), [BLOCK_N, ROWS]).to(ACC)
         mx = tl.zeros([ROWS], ACC)
         if MODE == 2:
@@ -212,28 +206,13 @@ def _flat_math(a, b, i, R: tl.constexpr, MODE: tl.constexpr, ACC: tl.constexpr,
             s = tl.sum(tl.where(c2 < R, a, 0), axis=0)
     if RECIP and MODE == 0:
         # the exponentials of the sum, times 1/s per row: no second exp, no division per element
-        y = (e * (1.0 / s)[None, :]).to(OUT)
+        y = (e * (1.0 / s)[None, :]).to(out_ptr.dtype.element_ty)
     else:
-        y = _finish(a, b, mx[None, :], s[None, :], MODE).to(OUT)
+        y = _finish(a, b, mx[None, :], s[None, :], MODE).to(out_ptr.dtype.element_ty)
     # flat element i is the tile's (i % R, i // R); padding past ROWS * R reads a valid one
     row = tl.minimum(i // R, ROWS - 1)
     to_flat = tl.minimum(i - row * R, BLOCK_N - 1) * ROWS + row
-    return tl.gather(tl.reshape(y, [BLOCK_N * ROWS]), to_flat, 0)
-
-
-@triton.jit
-def _flat_tile(a_ptr, b_ptr, out_ptr, base, n, R: tl.constexpr, MODE: tl.constexpr,
-               ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, FLAT: tl.constexpr,
-               RECIP: tl.constexpr):
-    """ROWS whole rows of R elements from flat offset `base` (n elements valid): loaded flat,
-    reduced by `_flat_math`, written flat."""
-    i = tl.arange(0, FLAT)
-    ok = i < n
-    a = tl.load(a_ptr + base + i, mask=ok, other=0)
-    b = a
-    if MODE >= 2:
-        b = tl.load(b_ptr + base + i, mask=ok, other=0)
-    y = _flat_math(a, b, i, R, MODE, ACC, ROWS, BLOCK_N, out_ptr.dtype.element_ty, RECIP)
+    y = tl.gather(tl.reshape(y, [BLOCK_N * ROWS]), to_flat, 0)
     tl.store(out_ptr + base + i, y, mask=ok)
 
 
@@ -724,7 +703,7 @@ def _plan(a, dim, out_dtype):
             warps = _LONG_WARPS
             head = 0
             if _INTERPRET or red * a.element_size() >= _PERSIST_MIN_ROW_BYTES:
-                grid = (max(1, min(outer, _persistent_programs(a))),)
+                grid = (max(1, min(outer, _persistent_programs(a, _LONG_PROGRAMS_PER_SM))),)
                 head = _long_head(red, a.element_size(), acc == tl.float64)
             else:  # rows that stay in L2 anyway: one program per row, several per SM
                 grid = (outer,)
@@ -748,7 +727,7 @@ def _plan(a, dim, out_dtype):
                           DEBUG=bool(_WIN_DEBUG_COPY), num_warps=_WIN_WARPS)
             last = (outer - 1) // rows
             if _WIN_PROGRAMS_PER_SM:
-                grid = max(1, min(last, _flat_programs(a, _WIN_PROGRAMS_PER_SM)))
+                grid = max(1, min(last, _persistent_programs(a, _WIN_PROGRAMS_PER_SM)))
                 return _window_stream_kernel[(grid,)], (outer, last), consts
             return _window_rows_kernel[(last + 1,)], (outer, last), consts
         if _FLAT_ROWS_TILE and red * a.element_size() % 16 and block_n <= _FLAT_MAX_N:
