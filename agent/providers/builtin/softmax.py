@@ -331,7 +331,7 @@ def _window_tile(a_ptr, b_ptr, out_ptr, base, rows, TOTAL, R: tl.constexpr, MODE
 
 
 @triton.jit
-def _window_stream_kernel(a_ptr, b_ptr, out_ptr, ROWS, LAST, R: tl.constexpr,
+def _window_stream_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.constexpr,
                           MODE: tl.constexpr, ACC: tl.constexpr, RB: tl.constexpr,
                           W: tl.constexpr, CH: tl.constexpr, FTZ: tl.constexpr,
                           DEBUG: tl.constexpr):
@@ -360,27 +360,28 @@ def _window_stream_kernel(a_ptr, b_ptr, out_ptr, ROWS, LAST, R: tl.constexpr,
         tl.store(out_ptr + base + offs, y.to(out_ptr.dtype.element_ty), mask=c < owned)
     if pid == G - 1:
         base = (pid.to(tl.int64) * 0 + LAST) * STEP
-        _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - LAST * RB, ROWS * R, R, MODE, ACC, RB,
-                     W, CH, True, FTZ, DEBUG)
+        _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - LAST * RB, TOTAL, R, MODE, ACC, RB, W,
+                     CH, True, FTZ, DEBUG)
 
 
 @triton.jit
-def _window_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, LAST, R: tl.constexpr, MODE: tl.constexpr,
-                        ACC: tl.constexpr, RB: tl.constexpr, W: tl.constexpr,
+def _window_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.constexpr,
+                        MODE: tl.constexpr, ACC: tl.constexpr, RB: tl.constexpr, W: tl.constexpr,
                         CH: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr):
     """Short rows whose length is not a multiple of 16 bytes, RB (a multiple of 8) rows per
     program, read and written in whole 16-byte vectors through per-row windows
     (`_window_tile`): no gather of the data (`_flat_rows_kernel` moves every element through
     shared memory and back, with index arithmetic per element). Programs before LAST are
-    unmasked; LAST, the final one, masks per element."""
+    unmasked; LAST, the final one, masks per element. TOTAL = ROWS * R comes from the host
+    (an int64 argument past 2**31 elements, where the product in the kernel would wrap)."""
     pid = tl.program_id(0)
     base = pid.to(tl.int64) * (RB * R)
     if pid < LAST:
-        _window_tile(a_ptr, b_ptr, out_ptr, base, RB, ROWS * R, R, MODE, ACC, RB, W, CH, False,
-                     FTZ, DEBUG)
+        _window_tile(a_ptr, b_ptr, out_ptr, base, RB, TOTAL, R, MODE, ACC, RB, W, CH, False, FTZ,
+                     DEBUG)
     else:
-        _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - pid * RB, ROWS * R, R, MODE, ACC, RB,
-                     W, CH, True, FTZ, DEBUG)
+        _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - pid * RB, TOTAL, R, MODE, ACC, RB, W,
+                     CH, True, FTZ, DEBUG)
 
 
 @triton.jit
@@ -728,8 +729,8 @@ def _plan(a, dim, out_dtype):
             last = (outer - 1) // rows
             if _WIN_PROGRAMS_PER_SM:
                 grid = max(1, min(last, _persistent_programs(a, _WIN_PROGRAMS_PER_SM)))
-                return _window_stream_kernel[(grid,)], (outer, last), consts
-            return _window_rows_kernel[(last + 1,)], (outer, last), consts
+                return _window_stream_kernel[(grid,)], (outer, outer * red, last), consts
+            return _window_rows_kernel[(last + 1,)], (outer, outer * red, last), consts
         if _FLAT_ROWS_TILE and red * a.element_size() % 16 and block_n <= _FLAT_MAX_N:
             rows = _pow2(max(8, _FLAT_ROWS_TILE // block_n))  # a power of two, at least 8
             full = outer // rows
