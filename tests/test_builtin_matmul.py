@@ -149,6 +149,18 @@ def test_gpu_tile_choice_follows_the_wave_rules(problem: tuple, expected: tuple,
     assert module._config(M, N, K, batch, dtype, _FakeCuda(), b_k_contiguous) == expected
 
 
+def test_interpreter_tiles_widen_only_when_a_call_has_many(tmp_path) -> None:
+    """On the CPU the interpreter pays per program: 32 x 32 tiles while a call has at most 64 of
+    them (small test shapes keep several tiles), wider ones (at most 128) past that."""
+    module = _module(tmp_path)
+    cpu = torch.device("cpu")
+    assert module._config(100, 70, 40, 1, torch.float32, cpu)[:3] == (32, 32, 32)
+    bm, bn, _bk, *_ = module._config(1000, 2304, 32, 1, torch.bfloat16, cpu)
+    assert (bm, bn) == (128, 128)  # 144 tiles: wider would pass the cap
+    assert module._config(2, 4096, 32, 1, torch.bfloat16, cpu)[:2] == (16, 64)  # 64 tiles
+    assert module._config(2, 8192, 32, 1, torch.bfloat16, cpu)[:2] == (16, 128)  # M cannot grow
+
+
 def test_fp32_uses_three_tf32_products_except_for_an_m_contiguous_a(tmp_path) -> None:
     """The precision is part of the plan: tf32x3 (as accurate as eager's fp32 GEMM, measured on
     the H200), the FMA product where A is M-contiguous, and no TF32 talk for half precision."""
