@@ -99,12 +99,14 @@ def _rows_tile(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl.const
     m = row_ok[:, None] & (cols[None, :] < R)
     offs = row_off + cols[None, :]
     if MODE < 2:
-        # -inf pads the row; padding rows read 0 so that they stay finite
-        a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
-        a = tl.where(cols[None, :] < R, a, float("-inf"))
+        # -inf pads the row, from the load itself: a select after the load made ptxas wait for
+        # each load before issuing the next (H200, [8192, 32000] f32 rows in one tile of 16
+        # warps: 887 us against 505 with every load in flight first). Padding rows get a finite
+        # max and a sum of 1, so that they stay -inf (exp: 0) and make no NaN.
+        a = tl.load(a_ptr + offs, mask=m, other=float("-inf")).to(ACC)
         b = a
-        mx = tl.max(a, axis=1)
-        s = tl.sum(tl.exp(a - mx[:, None]), axis=1)
+        mx = tl.where(row_ok, tl.max(a, axis=1), 0.0)
+        s = tl.where(row_ok, tl.sum(tl.exp(a - mx[:, None]), axis=1), 1.0)
     else:
         a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
         mx = tl.zeros([BLOCK_M], ACC)
@@ -148,15 +150,15 @@ def _rows_const_kernel(a_ptr, b_ptr, out_ptr, ROWS, R: tl.constexpr, MODE: tl.co
         m1 = row_ok & (c1 < R)
         o0 = rows[:, None] * R + c0
         o1 = o0 + H
-        a0 = tl.load(a_ptr + o0, mask=m0, other=0).to(ACC)
-        a1 = tl.load(a_ptr + o1, mask=m1, other=0).to(ACC)
+        # (-inf padding from the loads themselves: see `_rows_tile`)
+        pad = float("-inf") if MODE < 2 else 0.0
+        a0 = tl.load(a_ptr + o0, mask=m0, other=pad).to(ACC)
+        a1 = tl.load(a_ptr + o1, mask=m1, other=pad).to(ACC)
         if MODE < 2:
-            a0 = tl.where(c0 < R, a0, float("-inf"))
-            a1 = tl.where(c1 < R, a1, float("-inf"))
             b0 = a0
             b1 = a1
-            mx = tl.max(tl.maximum(a0, a1), axis=1)[:, None]
-            s = tl.sum(tl.exp(a0 - mx) + tl.exp(a1 - mx), axis=1)[:, None]
+            mx = tl.where(row_ok, tl.max(tl.maximum(a0, a1), axis=1)[:, None], 0.0)
+            s = tl.where(row_ok, tl.sum(tl.exp(a0 - mx) + tl.exp(a1 - mx), axis=1)[:, None], 1.0)
         else:
             b0 = tl.load(b_ptr + o0, mask=m0, other=0).to(ACC)
             b1 = tl.load(b_ptr + o1, mask=m1, other=0).to(ACC)
@@ -521,12 +523,11 @@ def _cols_kernel(a_ptr, b_ptr, out_ptr, INNER, R, NIB, MODE: tl.constexpr, ACC: 
         r = tl.arange(0, BLOCK_R)
         m = (r[:, None] < R) & i_ok[None, :]
         offs = base + r[:, None] * INNER
-        if MODE < 2:
-            a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
-            a = tl.where(r[:, None] < R, a, float("-inf"))
+        if MODE < 2:  # (-inf padding from the load itself: see `_rows_tile`)
+            a = tl.load(a_ptr + offs, mask=m, other=float("-inf")).to(ACC)
             b = a
-            mx = tl.max(a, axis=0)
-            s = tl.sum(tl.exp(a - mx[None, :]), axis=0)
+            mx = tl.where(i_ok, tl.max(a, axis=0), 0.0)
+            s = tl.where(i_ok, tl.sum(tl.exp(a - mx[None, :]), axis=0), 1.0)
         else:
             a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
             b = tl.load(b_ptr + offs, mask=m, other=0).to(ACC)
@@ -546,8 +547,7 @@ def _cols_kernel(a_ptr, b_ptr, out_ptr, INNER, R, NIB, MODE: tl.constexpr, ACC: 
             m = (r[:, None] < R) & i_ok[None, :]
             offs = base + r[:, None] * INNER
             if MODE < 2:
-                a = tl.load(a_ptr + offs, mask=m, other=0).to(ACC)
-                a = tl.where(r[:, None] < R, a, float("-inf"))
+                a = tl.load(a_ptr + offs, mask=m, other=float("-inf")).to(ACC)
                 new_mx = tl.maximum(mx, tl.max(a, axis=0))
                 safe = tl.where(new_mx == float("-inf"), 0.0, new_mx)
                 s = s * tl.exp(mx - safe) + tl.sum(tl.exp(a - safe[None, :]), axis=0)
@@ -560,6 +560,9 @@ def _cols_kernel(a_ptr, b_ptr, out_ptr, INNER, R, NIB, MODE: tl.constexpr, ACC: 
                     acc += a
         if MODE >= 2:
             s = tl.sum(acc, axis=0)
+        else:  # padding columns: finite statistics (no NaN in lanes that store nothing)
+            mx = tl.where(i_ok, mx, 0.0)
+            s = tl.where(i_ok, s, 1.0)
         for r0 in range(0, R, BLOCK_R):
             r = r0 + tl.arange(0, BLOCK_R)
             m = (r[:, None] < R) & i_ok[None, :]
@@ -573,14 +576,19 @@ def _cols_kernel(a_ptr, b_ptr, out_ptr, INNER, R, NIB, MODE: tl.constexpr, ACC: 
 
 
 # Tile limits (module constants so that a benchmark can sweep them; plans read them once).
-# Measured on an H200 (CUDA graphs): holding a whole 32k row in registers loses to the online
-# two-pass loop in the forward (bf16 30522: 887 vs 252 us), wins in the backward when rows are
-# 16-element aligned (f32 32000: 799 vs 982 us) and loses when they are not (bf16 30522: 784 vs
-# 309 us). Rows that are not 16-aligned load unvectorized: small tiles do better there
-# (49-wide rows: 49 vs 63 us at 1024 vs 4096 elements), aligned rows like larger tiles.
+# Measured on an H200: a whole row of up to 32768 elements held in registers (one program of 16
+# warps per row) wins when rows are 16-element aligned, so that every load is a 16-byte vector:
+# log_softmax backward f32 32000 799 vs 982 us (CUDA graphs); the forward with fp32 statistics,
+# f32 [8192, 32000] 506 vs 689 us, [4096, 30000] 246 vs 351, [1024, 32000] 73 vs 97 (the
+# evaluator's timing, L2 flushed). It loses when rows are not aligned (bf16 30522: forward 887
+# vs 252 us, backward 784 vs 309). Rows that are not 16-aligned load unvectorized: small tiles
+# do better there (49-wide rows: 49 vs 63 us at 1024 vs 4096 elements), aligned rows like
+# larger tiles.
 _SMALL = _INTERPRET or _CONSERVATIVE
 _ONE_PASS_MAX = 256 if _SMALL else 8192  # row held in registers
-_ONE_PASS_MAX_BWD_ALIGNED = 256 if _SMALL else 32768  # log_softmax backward, 16-aligned rows
+# 16-aligned rows held in registers: softmax and log_softmax with fp32 statistics, and the
+# log_softmax backward (softmax backward holds two tensors: it stays at _ONE_PASS_MAX)
+_ONE_PASS_MAX_ALIGNED = 256 if _SMALL else 32768
 _TILE = 1024 if _SMALL else 4096  # elements per loop step / short-row tile
 _TILE_UNALIGNED = 1024  # short-row tile when rows are not a multiple of 16 long
 _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements per program
@@ -697,7 +705,8 @@ def _plan(a, dim, out_dtype):
     acc = tl.float64 if torch.float64 in (a.dtype, out_dtype) else tl.float32
     if inner == 1:
         aligned = red % 16 == 0
-        one_pass_max = _ONE_PASS_MAX_BWD_ALIGNED if _MODE == 3 and aligned else _ONE_PASS_MAX
+        wide = _MODE == 3 or (_MODE < 2 and acc == tl.float32)
+        one_pass_max = _ONE_PASS_MAX_ALIGNED if aligned and wide else _ONE_PASS_MAX
         if _pow2(red) > one_pass_max:
             block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
                                              acc == tl.float64)
