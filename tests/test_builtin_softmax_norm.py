@@ -256,6 +256,19 @@ def test_softmax_short_unaligned_rows_take_the_window_or_flat_kernel_when_on() -
     assert not _uses_flat_rows(_with_constants(text, _FLAT_ROWS_TILE=0, _WIN_TILE=0), case)
 
 
+def test_softmax_unaligned_rows_past_a_row_tile_take_the_row_body_kernel() -> None:
+    """Forward rows longer than a row tile (256 in the interpreter) and not 16-element aligned,
+    up to _BODY_MAX (1024 here): `_row_body_kernel` (ALIGN, no STAGES); aligned or longer rows,
+    or _BODY_MAX = 0, the two-pass kernel (STAGES)."""
+    text = _write(softmax, "_softmax.default", [])
+    body = _plan_constexprs(text, "((T([7, 1001], f32), -1, False), {})")
+    assert "ALIGN" in body and "STAGES" not in body
+    assert "STAGES" in _plan_constexprs(text, "((T([7, 1024], f32), -1, False), {})")
+    assert "STAGES" in _plan_constexprs(text, "((T([2, 2049], bf16), -1, False), {})")
+    assert "STAGES" in _plan_constexprs(_with_constants(text, _BODY_MAX=0),
+                                        "((T([7, 1001], f32), -1, False), {})")
+
+
 def _with_infinities(op: str, case, gen: torch.Generator):
     """Row 0 all -inf (eager: NaN), row 1 -inf but for one element, row 2 -inf on every third
     element (masked attention); the other rows as drawn."""
@@ -422,8 +435,8 @@ def test_softmax_long_row_switches_compile_for_an_sm90_gpu() -> None:
     """Every long-row switch setting compiles at GPU sizes (a store's cache modifier and its
     eviction hint cannot be combined, a register head must fit the tile rules)."""
     jobs = {
-        "_log_softmax.default": ["((T([3, 50257], f32), 1, False), {})", "((T([2, 50257], f16), 1, True), {})", "((T([2, 32000], f32), 1, False), {})"],
-        "_softmax.default": ["((T([2, 50257], bf16), 1, False), {})", "((T([2, 9001], f64), 1, False), {})"],
+        "_log_softmax.default": ["((T([3, 50257], f32), 1, False), {})", "((T([2, 50257], f16), 1, True), {})", "((T([2, 32000], f32), 1, False), {})", "((T([2, 30522], bf16), 1, False), {})"],
+        "_softmax.default": ["((T([2, 50257], bf16), 1, False), {})", "((T([2, 9001], f64), 1, False), {})", "((T([3, 9001], f32), 1, False), {})"],
         "_softmax_backward_data.default": ["((T([2, 50257], f32), T([2, 50257], f32), -1, torch.float32), {})"],
         "_log_softmax_backward_data.default": ["((T([3, 50257], f32), T([3, 50257], f32), 1, torch.float32), {})"],
     }  # fmt: skip
