@@ -205,19 +205,19 @@ def test_softmax_long_rows_match_eager_with_every_l2_switch(op: str, switches: i
     assert run_generated(op, text, cases) == []
 
 
-def _plan_constexprs(text: str, case_text: str) -> dict:
-    """The constexprs of the launch the generated file plans for the case's input."""
+def _plan_constexprs(text: str, case_text: str, op: str = "_softmax.default") -> dict:
+    """The constexprs of the launch the generated file plans for the case's input (a forward
+    case: input, dim; a backward one: grad, output, dim)."""
     import importlib
     import tempfile
     from pathlib import Path
 
     case = parse_case(case_text)
     with tempfile.TemporaryDirectory() as tmp:
-        module = importlib.import_module(
-            load_kernel("_softmax.default", text, Path(tmp)).__module__
-        )
+        module = importlib.import_module(load_kernel(op, text, Path(tmp)).__module__)
         x = torch.empty(case.args[0].shape, dtype=case.args[0].dtype)
-        return module._plan(x, case.args[1], x.dtype)[2]
+        dim = case.args[2] if "backward" in op else case.args[1]
+        return module._plan(x, dim, x.dtype)[2]
 
 
 def _uses_flat_rows(text: str, case_text: str) -> bool:
@@ -267,6 +267,12 @@ def test_softmax_unaligned_rows_past_a_row_tile_take_the_row_body_kernel() -> No
     assert "STAGES" in _plan_constexprs(text, "((T([2, 2049], bf16), -1, False), {})")
     assert "STAGES" in _plan_constexprs(_with_constants(text, _BODY_MAX=0),
                                         "((T([7, 1001], f32), -1, False), {})")
+    # the log_softmax backward: 16-bit rows only (fp32 ones spill on the GPU)
+    op = "_log_softmax_backward_data.default"
+    bwd = _write(softmax, op, [])
+    case = "((T([7, 1001], {0}), T([7, 1001], {0}), -1, torch.{1}), {{}})"
+    assert "STAGES" not in _plan_constexprs(bwd, case.format("bf16", "bfloat16"), op)
+    assert "STAGES" in _plan_constexprs(bwd, case.format("f32", "float32"), op)
 
 
 def _with_infinities(op: str, case, gen: torch.Generator):
@@ -438,7 +444,7 @@ def test_softmax_long_row_switches_compile_for_an_sm90_gpu() -> None:
         "_log_softmax.default": ["((T([3, 50257], f32), 1, False), {})", "((T([2, 50257], f16), 1, True), {})", "((T([2, 32000], f32), 1, False), {})", "((T([2, 30522], bf16), 1, False), {})"],
         "_softmax.default": ["((T([2, 50257], bf16), 1, False), {})", "((T([2, 9001], f64), 1, False), {})", "((T([3, 9001], f32), 1, False), {})"],
         "_softmax_backward_data.default": ["((T([2, 50257], f32), T([2, 50257], f32), -1, torch.float32), {})"],
-        "_log_softmax_backward_data.default": ["((T([3, 50257], f32), T([3, 50257], f32), 1, torch.float32), {})"],
+        "_log_softmax_backward_data.default": ["((T([3, 50257], f32), T([3, 50257], f32), 1, torch.float32), {})", "((T([2, 30522], bf16), T([2, 30522], bf16), 1, torch.bfloat16), {})"],
     }  # fmt: skip
     switches = [*LONG_ROW_SWITCHES, dict(_LONG_HEAD_BYTES=131072, _LONG_HEAD_BYTES_BWD=65536)]
     batch = []

@@ -389,8 +389,8 @@ def _window_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.constexp
 @triton.jit
 def _row_body_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl.constexpr,
                      BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
-    """Forward rows (MODE < 2) of up to BLOCK_N elements whose length is not a multiple of 16
-    bytes, one program per row, loaded once: the row's whole ALIGN-element vectors (its body)
+    """Rows of up to BLOCK_N elements whose length is not a multiple of 16 bytes (the forward,
+    and the log_softmax backward of 16-bit rows), one program per row, loaded once: the row's whole ALIGN-element vectors (its body)
     in one tile of 16-byte loads and stores, and the < ALIGN elements before and after them
     (its edges) in a small masked tile, as in `_long_rows_kernel`. A row tile over the rows as
     they fall (`_rows_tile`) would move unaligned rows element by element (scalar 2-byte
@@ -407,13 +407,26 @@ def _row_body_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl
     # edges: [start, min(lo, end)) and [max(hi, lo), end), disjoint from the body
     e_offs = tl.where(e < ALIGN, start + e, hi + e - ALIGN)
     e_ok = (e_offs < end) & ((e < ALIGN) == (e_offs < lo))
-    a = tl.load(a_ptr + lo + k, mask=body_ok, other=float("-inf")).to(ACC)
-    ea = tl.load(a_ptr + e_offs, mask=e_ok, other=float("-inf")).to(ACC)
-    mx = tl.maximum(tl.max(a, axis=0), tl.max(ea, axis=0))
-    s = tl.sum(tl.exp(a - mx), axis=0) + tl.sum(tl.exp(ea - mx), axis=0)
-    tl.store(out_ptr + lo + k, _finish(a, a, mx, s, MODE).to(out_ptr.dtype.element_ty),
+    pad = float("-inf") if MODE < 2 else 0.0
+    a = tl.load(a_ptr + lo + k, mask=body_ok, other=pad).to(ACC)
+    ea = tl.load(a_ptr + e_offs, mask=e_ok, other=pad).to(ACC)
+    b = a
+    eb = ea
+    if MODE >= 2:
+        b = tl.load(b_ptr + lo + k, mask=body_ok, other=0).to(ACC)
+        eb = tl.load(b_ptr + e_offs, mask=e_ok, other=0).to(ACC)
+    if MODE < 2:
+        mx = tl.maximum(tl.max(a, axis=0), tl.max(ea, axis=0))
+        s = tl.sum(tl.exp(a - mx), axis=0) + tl.sum(tl.exp(ea - mx), axis=0)
+    else:
+        mx = tl.zeros([], ACC)
+        if MODE == 2:
+            s = tl.sum(a * b, axis=0) + tl.sum(ea * eb, axis=0)
+        else:
+            s = tl.sum(a, axis=0) + tl.sum(ea, axis=0)
+    tl.store(out_ptr + lo + k, _finish(a, b, mx, s, MODE).to(out_ptr.dtype.element_ty),
              mask=body_ok)
-    tl.store(out_ptr + e_offs, _finish(ea, ea, mx, s, MODE).to(out_ptr.dtype.element_ty),
+    tl.store(out_ptr + e_offs, _finish(ea, eb, mx, s, MODE).to(out_ptr.dtype.element_ty),
              mask=e_ok)
 
 
@@ -626,6 +639,10 @@ _ONE_PASS_MAX_ALIGNED = 256 if _SMALL else 32768
 # kernel and 235 for eager; 8 warps 234). 0 turns it off.
 _BODY_MAX = 1024 if _SMALL else 32768
 _BODY_WARPS = 16
+# The log_softmax backward's 16-bit rows through the same kernel (grad and output held in
+# registers: 128 registers at 16 warps, no spill for sm_90; fp32 rows and the softmax backward
+# spill there and keep the two-pass kernel)
+_BODY_BWD = True
 _TILE = 1024 if _SMALL else 4096  # elements per loop step / short-row tile
 _TILE_UNALIGNED = 1024  # short-row tile when rows are not a multiple of 16 long
 _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements per program
@@ -744,7 +761,8 @@ def _plan(a, dim, out_dtype):
         aligned = red % 16 == 0
         wide = _MODE == 3 or (_MODE < 2 and acc == tl.float32)
         one_pass_max = _ONE_PASS_MAX_ALIGNED if aligned and wide else _ONE_PASS_MAX
-        if (not aligned and _MODE < 2 and acc == tl.float32
+        body_mode = _MODE < 2 or (_MODE == 3 and _BODY_BWD and a.element_size() == 2)
+        if (not aligned and body_mode and acc == tl.float32
                 and _ONE_PASS_MAX < _pow2(red) <= _BODY_MAX):
             consts = dict(MODE=_MODE, ACC=acc, BLOCK_N=_pow2(red), ALIGN=_ROW_ALIGN,
                           num_warps=_BODY_WARPS if not _SMALL else 4)
