@@ -275,7 +275,53 @@ except ImportError:
     def specialization(p, v):
         return "", None
 
+CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+def load_order(cubin):
+    # (loads consumed early, loads) of the straight-line SASS block with the most early ones:
+    # a global load whose result an instruction reads before the block's last global load is
+    # issued; that instruction stalls until the load returns, so the later loads wait a memory
+    # latency too (ptxas keeps instruction order within a block)
+    import re, subprocess, tempfile
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+    blocks, block = [], []
+    for line in sass.splitlines():
+        if re.match(r"\s*\.L_x_\d+:", line):
+            blocks.append(block)
+            block = []
+            continue
+        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);", line)
+        if m:
+            block.append((m.group(1), m.group(2)))
+            if m.group(1).startswith(("BRA", "EXIT", "RET")):
+                blocks.append(block)
+                block = []
+    blocks.append(block)
+    worst = (0, 0)
+    for block in blocks:
+        loads = [i for i, (op, _) in enumerate(block) if op.startswith("LDG")]
+        early = 0
+        for i in loads[:-1]:
+            op, operands = block[i]
+            dest = re.match(r"R(\d+)", operands.strip())
+            if not dest:
+                continue
+            width = 4 if ".128" in op else 2 if ".64" in op else 1
+            regs = {f"R{int(dest.group(1)) + w}" for w in range(width)}
+            for op2, operands2 in block[i + 1:loads[-1]]:
+                sources = operands2 if op2.startswith(("ST", "LDG")) else operands2.partition(",")[2]
+                if regs & set(re.findall(r"\bR\d+\b", sources.replace(".64", ""))):
+                    early += 1
+                    break
+        worst = max(worst, (early, len(loads)))
+    return worst
+
 results = {}
+orders = {}
 for number, job in enumerate(jobs):
     problems = results.setdefault(job["op"], [])
     name = f"_gpu_compile_kernel_{number}"
@@ -315,13 +361,17 @@ for number, job in enumerate(jobs):
                     if hint == "D":
                         attrs[(i,)] = [["tt.divisibility", 16]]
             try:
-                triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs,
-                                         attrs=attrs),
-                               target=GPUTarget("cuda", job["arch"], 32), options=options)
+                compiled = triton.compile(
+                    ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+                    target=GPUTarget("cuda", job["arch"], 32), options=options)
             except Exception as exc:
                 last = traceback.format_exception_only(type(exc), exc)[-1].strip()
                 problems.append(f"case {index}: {fn.__name__} does not compile: {last[:800]}")
-print(json.dumps(results))
+                continue
+            if job.get("load_order"):
+                orders.setdefault(job["op"], []).append(
+                    [index, fn.__name__, *load_order(compiled.asm["cubin"])])
+print(json.dumps({"problems": results, "load_order": orders}))
 """
 
 
@@ -361,6 +411,33 @@ def compile_many(
     jobs: list[tuple[str, str, list[TestCase]]], *, arch: int = 90
 ) -> dict[str, list[str]]:
     """`compile_for_gpu` for several (op, source, cases) in one child process (saves ~3 s each)."""
+    return _compile_child(jobs, arch=arch, load_order=False)["problems"]
+
+
+def sm90_load_order(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, list[list]]:
+    """Per op, [case index, kernel name, loads consumed early, loads] for every launch its cases
+    make, compiled for sm_90 (SASS read with the cuobjdump that ships with Triton): the block
+    of straight-line SASS with the most global loads whose result is read before the block's
+    last global load is issued. Each such read stalls the warp for a memory latency before the
+    remaining loads go out (a one-tile softmax row ran 1.75x slower on the H200 for it: BENCHMARKS
+    §22). Skips the calling test where the CUDA backend or cuobjdump is missing; raises on
+    compile problems."""
+    import pytest
+
+    try:
+        out = _compile_child(jobs, arch=90, load_order=True)
+    except RuntimeError as exc:
+        if any(s in str(exc) for s in ("No module named", "ptxas", "cuobjdump", "FileNotFound")):
+            pytest.skip(f"Triton's CUDA tools are not usable here: {exc}")
+        raise
+    bad = {op: lines for op, lines in out["problems"].items() if lines}
+    assert not bad, bad
+    return out["load_order"]
+
+
+def _compile_child(
+    jobs: list[tuple[str, str, list[TestCase]]], *, arch: int, load_order: bool
+) -> dict[str, dict]:
     import json
     import subprocess
 
@@ -376,6 +453,7 @@ def compile_many(
                     "function": kernel_function_name(op),
                     "cases": [c.serialize() for c in cases],
                     "arch": arch,
+                    "load_order": load_order,
                 }
             )
         job_file = Path(tmp) / "jobs.json"
