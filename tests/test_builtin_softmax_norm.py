@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import torch
 from builtin_support import (
-    sm90_load_order,
     assert_compiles_for_sm90,
     compare,
     compare_with_fp32_eager,
     load_kernel,
     materialize_case,
     run_generated,
+    sm90_load_order,
 )
 
 from agent.providers.builtin import codegen, norm, softmax
