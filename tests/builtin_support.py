@@ -425,7 +425,7 @@ def sm90_load_order(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, li
     import pytest
 
     try:
-        out = _compile_child(jobs, arch=90, load_order=True)
+        out = load_order_many(jobs)
     except RuntimeError as exc:
         if any(s in str(exc) for s in ("No module named", "ptxas", "cuobjdump", "FileNotFound")):
             pytest.skip(f"Triton's CUDA tools are not usable here: {exc}")
@@ -433,6 +433,13 @@ def sm90_load_order(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, li
     bad = {op: lines for op, lines in out["problems"].items() if lines}
     assert not bad, bad
     return out["load_order"]
+
+
+def load_order_many(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, dict]:
+    """{"problems": per op, compile problem lines; "load_order": per op, [case index, kernel,
+    loads read early, loads] per launch} for sm_90 (see `sm90_load_order`; raises RuntimeError
+    when the compile child fails, e.g. no ptxas or cuobjdump)."""
+    return _compile_child(jobs, arch=90, load_order=True)
 
 
 def _compile_child(
