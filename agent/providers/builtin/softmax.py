@@ -9,12 +9,14 @@ How the generated kernels work. The input is read as a row-major `[outer, R, inn
 non-contiguous input is first made contiguous: eager returns a contiguous result anyway), R being
 the softmax dim:
 - `inner == 1` (the usual dim=-1): a row that fits in one tile is loaded once (max, exp, sum,
-  write), BLOCK_M rows per program; short rows that are not a multiple of 16 bytes (49 halves)
-  are loaded and stored as one flat run per program, in 16-byte vectors, and laid out as the
-  tile by a register gather; a longer row (a 50k vocabulary) takes an online pass (running max
-  and rescaled sum) and a writing pass, on a persistent grid of about one program per SM so
-  that the rows in flight stay in L2 for the second read, the first part of each row kept in
-  registers between the passes;
+  write), BLOCK_M rows per program, up to 32768 elements for 16-element aligned rows (one
+  program of 16 warps per row); unaligned rows of 8193-32768 elements are loaded once as their
+  whole 16-byte vectors plus masked edges (`_row_body_kernel`); short rows that are not a
+  multiple of 16 bytes (49 halves) are read through aligned per-row windows
+  (`_window_stream_kernel`), or, shorter than a vector, gathered through a flat tile; a longer
+  row (a 50k vocabulary) takes an online pass (running max and rescaled sum) and a writing
+  pass, on a persistent grid of about one program per SM (its second read mostly from HBM for
+  f32 rows of 201 KB: docs/BENCHMARKS.md §13-§15, §22);
 - `inner > 1`: the same on a column tile, coalesced along inner.
 Arithmetic is fp32 (fp64 for fp64 inputs), whatever the storage dtype; the result is stored in
 eager's dtype (fp32 for half_to_float, `input_dtype` for the backward ops).
