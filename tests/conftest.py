@@ -39,3 +39,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises_keyboard_interrupt():
+    """The Ctrl-C tests (a real SIGINT, or `_thread.interrupt_main`) need SIGINT to raise
+    KeyboardInterrupt. A test run started in the background by a non-interactive shell
+    (`cmd &`) inherits SIGINT ignored, and Python then leaves it ignored: those tests failed
+    for the runner, not the code. Restore Python's handler for each test where it is ignored."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
