@@ -392,8 +392,9 @@ def _window_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.constexp
 def _row_body_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl.constexpr,
                      BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
     """Rows of up to BLOCK_N elements whose length is not a multiple of 16 bytes (the forward,
-    and the log_softmax backward of 16-bit rows), one program per row, loaded once: the row's whole ALIGN-element vectors (its body)
-    in one tile of 16-byte loads and stores, and the < ALIGN elements before and after them
+    MODE < 2, and the log_softmax backward's 16-bit rows, MODE 3), one program per row, loaded
+    once: the row's whole ALIGN-element vectors (its body) in one tile of 16-byte loads and
+    stores, and the < ALIGN elements before and after them
     (its edges) in a small masked tile, as in `_long_rows_kernel`. A row tile over the rows as
     they fall (`_rows_tile`) would move unaligned rows element by element (scalar 2-byte
     accesses for bf16), and the two-pass kernel reads the row twice. The loads come first,
@@ -420,12 +421,9 @@ def _row_body_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: tl
     if MODE < 2:
         mx = tl.maximum(tl.max(a, axis=0), tl.max(ea, axis=0))
         s = tl.sum(tl.exp(a - mx), axis=0) + tl.sum(tl.exp(ea - mx), axis=0)
-    else:
+    else:  # MODE 3 (the softmax backward, MODE 2, spills here and is not planned on it)
         mx = tl.zeros([], ACC)
-        if MODE == 2:
-            s = tl.sum(a * b, axis=0) + tl.sum(ea * eb, axis=0)
-        else:
-            s = tl.sum(a, axis=0) + tl.sum(ea, axis=0)
+        s = tl.sum(a, axis=0) + tl.sum(ea, axis=0)
     tl.store(out_ptr + lo + k, _finish(a, b, mx, s, MODE).to(out_ptr.dtype.element_ty),
              mask=body_ok)
     tl.store(out_ptr + e_offs, _finish(ea, eb, mx, s, MODE).to(out_ptr.dtype.element_ty),
@@ -626,10 +624,10 @@ def _cols_kernel(a_ptr, b_ptr, out_ptr, INNER, R, NIB, MODE: tl.constexpr, ACC: 
 # warps per row) wins when rows are 16-element aligned, so that every load is a 16-byte vector:
 # log_softmax backward f32 32000 799 vs 982 us (CUDA graphs); the forward with fp32 statistics,
 # f32 [8192, 32000] 506 vs 689 us, [4096, 30000] 246 vs 351, [1024, 32000] 73 vs 97 (the
-# evaluator's timing, L2 flushed). It loses when rows are not aligned (bf16 30522: forward 887
-# vs 252 us, backward 784 vs 309). Rows that are not 16-aligned load unvectorized: small tiles
-# do better there (49-wide rows: 49 vs 63 us at 1024 vs 4096 elements), aligned rows like
-# larger tiles.
+# evaluator's timing, L2 flushed). Such a row tile over rows that are not aligned loads them
+# unvectorized (bf16 30522: forward 887 vs 252 us, backward 784 vs 309, measured before the
+# load-order fix): long unaligned rows take `_row_body_kernel` (below), short ones small tiles
+# (49-wide rows: 49 vs 63 us at 1024 vs 4096 elements); aligned rows like larger tiles.
 _SMALL = _INTERPRET or _CONSERVATIVE
 _ONE_PASS_MAX = 256 if _SMALL else 8192  # row held in registers
 # 16-aligned rows held in registers: softmax and log_softmax with fp32 statistics, and the
