@@ -67,13 +67,15 @@ LN_BWD_CASES = [
     "((T([1, 128], bf16), T([1, 128], bf16), [128], T([1, 1], f32), T([1, 1], f32), T([128], bf16), T([128], bf16), [True, True, True]), {})",
 ]
 
-# knobs of the generated file: GPU planning (big tiles, 3 pipeline stages, 2 programs per "SM"
-# of the CPU's 4-program target) and the swept alternatives, each forcing a different step shape
+# knobs of the generated file: GPU planning (one-warp programs stepping one row; big tiles, 4
+# pipeline stages, 2 programs per "SM" of the CPU's 4-program target for longer rows) and the swept
+# alternatives, each forcing a different step shape
 LN_BWD_KNOBS = [
     {"_INTERPRET": False},
-    {"_INTERPRET": False, "_LNB_ROWS": 8, "_LNB_WARPS": 4, "_LNB_STAGES": 1},
-    {"_INTERPRET": False, "_LNB_ROWS": 1, "_LNB_PROGRAMS_PER_SM": 8, "_LNB_SUM_ROWS": 2,
-     "_LNB_SUM_COLS": 4},
+    {"_INTERPRET": False, "_LNB_WARP_ROW": 0},
+    {"_INTERPRET": False, "_LNB_WARP_ROW": 0, "_LNB_ROWS": 8, "_LNB_WARPS": 4, "_LNB_STAGES": 1},
+    {"_INTERPRET": False, "_LNB_WARP_ROW": 0, "_LNB_ROWS": 1, "_LNB_PROGRAMS_PER_SM": 8,
+     "_LNB_SUM_ROWS": 2, "_LNB_SUM_COLS": 4},
     {},
 ]  # fmt: skip
 
@@ -105,11 +107,12 @@ def test_layer_norm_backward_matches_eager_on_gpu_sized_plans(knobs: dict, tmp_p
 def test_layer_norm_backward_gpu_plan_is_deterministic_over_ragged_row_steps(
     tmp_path: Path,
 ) -> None:
-    """The 37-row case under GPU planning: 4-row steps, 2 programs of 20 rows (the CPU's target
-    of 4 programs, 2 per "SM" of 4), so the tile-shaped column sums add over 5 steps and the
-    second program ends on a 1-row step; a second call gives the same bits."""
+    """The 37-row case under GPU planning for rows longer than a warp's (`_LNB_WARP_ROW` 0):
+    4-row steps, 2 programs of 20 rows (the CPU's target of 4 programs, 2 per "SM" of 4), so
+    the tile-shaped column sums add over 5 steps and the second program ends on a 1-row step;
+    a second call gives the same bits."""
     case = parse_case(LN_BWD_CASES[0])
-    kernel = _load("norm", LN_BWD, [case], tmp_path, _INTERPRET=False)
+    kernel = _load("norm", LN_BWD, [case], tmp_path, _INTERPRET=False, _LNB_WARP_ROW=0)
     assert kernel.__globals__["_ln_blocks"](37, 768, 1) == (True, 4, 1024)
     args, kwargs = materialize_case(LN_BWD, case, torch.Generator().manual_seed(0))
     first = kernel(*args, **kwargs)

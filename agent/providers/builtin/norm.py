@@ -350,16 +350,21 @@ def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.c
 # benchmarks/knob_sweep.py can re-measure them). H200, [8192, 768] bf16 before these: 59 us for
 # an 8.9 us floor; per loop step a program held 4 rows (12 KB of loads) and then computed with
 # no load in flight, about 2 programs per SM, so most of the time nothing was read.
-# Row-kernel loop steps whose loads are in flight at once (Triton pipelining), and row-kernel
-# programs per SM (each writes one partial row to reduce); 0: by element size, 4 steps and 1
-# program for 4- and 8-byte rows, 3 steps and 2 programs for 16-bit ones. H200, evaluator
-# timing, 1 or 2 programs x 2/3/4/6 steps (4 warps): [32,197,768] f32 31.8/23.0/21.8/22.6 or
-# 24.6/22.9/23.9/34.2 us, [8,512,768] f32 23.4/17.6/16.7/17.2 or 19.2/17.7/17.2/21.1,
-# [8,1024,768] bf16 32.9/22.3/21.8/21.8 or 25.1/19.2/19.9/20.2; 8 warps slower in every case
-_LNB_STAGES = 0
-_LNB_PROGRAMS_PER_SM = 0
-_LNB_ROWS = 0  # rows per loop step of the one-pass row kernel; 0: about 4096 elements a step
-_LNB_WARPS = 4  # warps of the row kernel (0: by the step's elements; H200 bf16: 20 us vs 26)
+# One-pass rows of up to _LNB_WARP_ROW (padded) elements: programs of one warp that step one
+# row at a time, _LNB_WARP_PROGRAMS_PER_SM per SM, _LNB_STAGES steps in flight. H200, evaluator
+# timing, against 4-row steps of 4 warps (2 programs per SM, 3-4 stages): [32,197,768] f32 22.0
+# vs 22.4 us, [8,1024,768] bf16 18.0 vs 19.9, [8,512,768] f32 16.6 vs 16.9, [8,512,128] f32 8.1 vs
+# 10.8, [8,128,128] f32 6.5 vs 7.7 (2-row steps of 2 warps: 24.1 / 17.4 / 18.1 / 8.8 / 7.4;
+# 6 stages 22.9 / 17.5 / 17.8 / 8.2 / 6.4). 0 turns it off.
+_LNB_WARP_ROW = 1024
+_LNB_WARP_PROGRAMS_PER_SM = 4
+_LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
+# longer rows: rows per loop step of the one-pass row kernel (0: about 4096 elements a step),
+# warps (0: by the step's elements; H200 bf16 [8192, 768]: 20 us vs 26 for 4 warps against 8),
+# programs per SM (each writes one partial row to reduce)
+_LNB_ROWS = 0
+_LNB_WARPS = 4
+_LNB_PROGRAMS_PER_SM = 2
 _LNB_SUM_COLS = 16  # columns per program of the partial-row reduction
 _LNB_SUM_ROWS = 512  # partial rows per loop step of that reduction (all of them when fewer)
 # the reduction as a programmatic dependent launch (sm_90+): its launch overlaps the row
@@ -397,11 +402,15 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     target = _target_programs(input)  # 4 per SM
     # a few programs per SM, each over several row tiles: few partial rows to reduce
     one_pass, block_m, block_n = _ln_blocks(max(M, 1), max(N, 1), max(1, target // 4))
-    if one_pass and _LNB_ROWS and not small:
-        block_m = _LNB_ROWS
-    wide = input.element_size() >= 4
-    per_sm = 2 if small else _LNB_PROGRAMS_PER_SM or (1 if wide else 2)
-    stages = 1 if small else _LNB_STAGES or (4 if wide else 3)
+    # (fp64 accumulators take twice the registers)
+    if one_pass and not small and block_n * (2 if acc == tl.float64 else 1) <= _LNB_WARP_ROW:
+        block_m, per_sm, warps = 1, _LNB_WARP_PROGRAMS_PER_SM, 1
+    else:
+        if one_pass and _LNB_ROWS and not small:
+            block_m = _LNB_ROWS
+        per_sm = 2 if small else _LNB_PROGRAMS_PER_SM
+        warps = _LNB_WARPS if _LNB_WARPS and not small else _warps(block_m * block_n)
+    stages = 1 if small else _LNB_STAGES
     programs = max(1, min(_cdiv(M, block_m), target * per_sm // 4))
     rpp = max(1, _cdiv(_cdiv(M, programs), block_m)) * block_m
     programs = max(1, _cdiv(M, rpp))
@@ -411,8 +420,7 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     pdl = bool(sums and _LNB_PDL and _pdl_ok(device))
     rows_consts = dict(HAS_W=has_w, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db, ACC=acc,
                        ONE_PASS=one_pass, STAGES=stages, BLOCK_M=block_m,
-                       BLOCK_N=block_n, PDL_NEXT=pdl,
-                       num_warps=_LNB_WARPS if _LNB_WARPS and not small else _warps(block_m * block_n))
+                       BLOCK_N=block_n, PDL_NEXT=pdl, num_warps=warps)
     parts = programs if M > 0 else 0  # M == 0: the sums are zeros
     # one loop step over all partial rows where they fit: the loads of a step are all in flight
     block_c = max(2, min(_pow2(N), 32 if small else _LNB_SUM_COLS))
