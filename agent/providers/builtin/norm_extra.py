@@ -161,10 +161,12 @@ _GN_WHOLE_TILE, _GN_WHOLE_PROGRAMS = 4096, 512
 # they start anywhere; _GN_PIPE_WARPS caps warps (one per 256 elements at most). H200 on
 # [4, 512, 31999] f16: 122 us without it, 74.6 us (82% of HBM bandwidth) with it at 16 warps,
 # 73.2 us with 2 programs per SM (one runs at a time: the second balances the last wave), 75.6
-# at 8 warps, 83-86 us with 4-element chunks.
+# at 8 warps, 83-86 us with 4-element chunks (session 11). Session 15, Triton 3.6 on the lent
+# H200: 16 warps had slipped to 79.9-82.0 us (75-77%) with the same SASS, 8 warps 73.0-74.3 us
+# at 1-4 programs per SM; the four other suite cases equal either way.
 _GN_PIPE = True
 _GN_PIPE_PER_SM = 2
-_GN_PIPE_WARPS = 16
+_GN_PIPE_WARPS = 8
 _GN_PIPE_VEC = 8
 _GN_PIPE_MIN_D = 1024
 _GN_PIPE_CPU_PROGRAMS = 3  # odd and small: every program walks several groups, one the last
