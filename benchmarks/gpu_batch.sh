@@ -3,7 +3,7 @@
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
 # Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
-#        window | breakdown | copybw | evalops | profile | devbw
+#        window | breakdown | copybw | evalops | profile | devbw | resweep
 # evalops, profile and devbw take the operators from $OPS (comma-separated); evalops writes their builtin
 # kernels first.
 # Each step writes its log and a tarball of its run folder under OUTDIR.
@@ -65,6 +65,17 @@ for step in "$@"; do
       timeout "${MODEL_CHECK_TIMEOUT:-150}" python3 -m evaluator.model_check --kernels-dir generated_kernels --steps 500 \
         --device cuda > "$out/model_check.log" 2>&1
       keep_run model_check ;;
+    resweep)
+      # warp/program knobs swept in earlier sessions whose optimum may have moved since (group
+      # norm's pipelined kernel went from 16 to 8 warps with the same SASS: BENCHMARKS §23); one
+      # knob_sweep per line of benchmarks/data/resweep.txt ("OP CASES --knob ... --knob ...")
+      python3 benchmarks/write_builtin.py "$out/rk" > "$out/resweep.log" 2>&1
+      grep -v '^#' benchmarks/data/resweep.txt | while read -r op cases knobs; do
+        [ -n "$op" ] || continue
+        # shellcheck disable=SC2086  # the knob arguments split on purpose
+        timeout 200 python3 benchmarks/knob_sweep.py "$out/rk" --op "$op" --cases "$cases" $knobs \
+          --out "$out/resweep.jsonl" >> "$out/resweep.log" 2>&1 < /dev/null
+      done ;;
     gputests)
       timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py tests/test_gpu_scalars.py tests/test_gpu_embedding.py \
         > "$out/gputests.log" 2>&1 ;;
