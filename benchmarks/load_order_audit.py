@@ -4,7 +4,9 @@
     python benchmarks/load_order_audit.py [--ops _softmax.default,...] [--cases 2] [--all]
 
 Each kernel launch the operator's largest cases make is compiled as Triton's launcher would
-compile it for an H100/H200 and read with the cuobjdump that ships with Triton. Per
+compile it for an H100/H200 and read with the cuobjdump that ships with Triton (each line also
+gives the launch's registers per thread, spill stores, SASS size and shared memory: what a warp
+or tile knob changes, without a GPU; plans are the CPU's, 4 programs in all). Per
 straight-line block of SASS, a load counts as read early when an instruction uses its result
 before the block's last global load is issued: the warp stalls there for a memory latency
 before the rest go out. Harmless where many warps share an SM (elementwise kernels at copy
@@ -55,13 +57,16 @@ def main() -> None:
     except RuntimeError as exc:
         sys.exit(f"cannot compile for sm_90 here: {str(exc)[-300:]}")
     rows = [
-        (early, loads, op, index, kernel)
+        (early, loads, op, index, kernel, rest)
         for op, launches in out["load_order"].items()
-        for index, kernel, early, loads in launches
+        for index, kernel, early, loads, *rest in launches
         if early or args.all
     ]
-    for early, loads, op, index, kernel in sorted(rows, reverse=True):
-        print(f"{early:4d} of {loads:4d} loads read early  {op} case {index}  {kernel}")
+    for early, loads, op, index, kernel, (sass, regs, spills, smem) in sorted(rows, reverse=True):
+        print(
+            f"{early:4d} of {loads:4d} loads read early  {op} case {index}  {kernel}"
+            f"  ({regs} registers, {spills} spill stores, {sass} SASS, {smem} B shared)"
+        )
     for op, problems in out["problems"].items():
         for line in problems:
             print(f"problem: {op}: {line}")

@@ -277,17 +277,27 @@ except ImportError:
 
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
-def load_order(cubin):
+def cuobjdump(cubin, flag):
+    import subprocess, tempfile
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        return subprocess.run([CUOBJDUMP, flag, f.name], capture_output=True, text=True,
+                              check=True).stdout
+
+def resources(cubin, sass):
+    # (SASS instructions, registers per thread, local-memory stores: register spills)
+    import re
+    regs = re.findall(r"REG:(\d+)", cuobjdump(cubin, "-res-usage"))
+    return (len(re.findall(r"/\*[0-9a-f]{4}\*/", sass)), int(regs[0]) if regs else -1,
+            len(re.findall(r"\bSTL\b", sass)))
+
+def load_order(sass):
     # (loads consumed early, loads) of the straight-line SASS block with the most early ones:
     # a global load whose result an instruction reads before the block's last global load is
     # issued; that instruction stalls until the load returns, so the later loads wait a memory
     # latency too (ptxas keeps instruction order within a block)
-    import re, subprocess, tempfile
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True,
-                              check=True).stdout
+    import re
     blocks, block = [], []
     for line in sass.splitlines():
         if re.match(r"\s*\.L_x_\d+:", line):
@@ -369,8 +379,11 @@ for number, job in enumerate(jobs):
                 problems.append(f"case {index}: {fn.__name__} does not compile: {last[:800]}")
                 continue
             if job.get("load_order"):
+                cubin = compiled.asm["cubin"]
+                sass = cuobjdump(cubin, "-sass")
                 orders.setdefault(job["op"], []).append(
-                    [index, fn.__name__, *load_order(compiled.asm["cubin"])])
+                    [index, fn.__name__, *load_order(sass), *resources(cubin, sass),
+                     compiled.metadata.shared])
 print(json.dumps({"problems": results, "load_order": orders}))
 """
 
@@ -415,8 +428,9 @@ def compile_many(
 
 
 def sm90_load_order(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, list[list]]:
-    """Per op, [case index, kernel name, loads consumed early, loads] for every launch its cases
-    make, compiled for sm_90 (SASS read with the cuobjdump that ships with Triton): the block
+    """Per op, [case index, kernel name, loads consumed early, loads, SASS instructions,
+    registers per thread, spill stores, shared memory bytes] for every launch its cases make,
+    compiled for sm_90 (SASS read with the cuobjdump that ships with Triton): the block
     of straight-line SASS with the most global loads whose result is read before the block's
     last global load is issued. Each such read stalls the warp for a memory latency before the
     remaining loads go out (a one-tile softmax row ran 1.75x slower on the H200 for it: BENCHMARKS
@@ -437,7 +451,8 @@ def sm90_load_order(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, li
 
 def load_order_many(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, dict]:
     """{"problems": per op, compile problem lines; "load_order": per op, [case index, kernel,
-    loads read early, loads] per launch} for sm_90 (see `sm90_load_order`; raises RuntimeError
+    loads read early, loads, SASS instructions, registers, spill stores, shared memory bytes]
+    per launch} for sm_90 (see `sm90_load_order`; raises RuntimeError
     when the compile child fails, e.g. no ptxas or cuobjdump)."""
     return _compile_child(jobs, arch=90, load_order=True)
 

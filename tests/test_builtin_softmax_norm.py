@@ -442,7 +442,7 @@ def test_one_tile_softmax_rows_issue_every_load_before_using_one() -> None:
     orders = sm90_load_order(batch)
     seen = set()
     for op, launches in orders.items():
-        for index, kernel, early, loads in launches:
+        for index, kernel, early, loads, *_resources in launches:
             seen.add(kernel)
             assert loads >= 4, (op, index, kernel, loads)
             assert early == 0, (op, index, kernel, f"{early} of {loads} loads read early")
