@@ -69,11 +69,12 @@ for step in "$@"; do
       # warp/program knobs swept in earlier sessions whose optimum may have moved since (group
       # norm's pipelined kernel went from 16 to 8 warps with the same SASS: BENCHMARKS §23); one
       # knob_sweep per line of benchmarks/data/resweep.txt ("OP CASES --knob ... --knob ...")
-      python3 benchmarks/write_builtin.py "$out/rk" > "$out/resweep.log" 2>&1
+      rk=$(mktemp -d)  # the kernels stay off OUTDIR, which comes back from the device
+      python3 benchmarks/write_builtin.py "$rk" > "$out/resweep.log" 2>&1
       grep -v '^#' benchmarks/data/resweep.txt | while read -r op cases knobs; do
         [ -n "$op" ] || continue
         # shellcheck disable=SC2086  # the knob arguments split on purpose
-        timeout 200 python3 benchmarks/knob_sweep.py "$out/rk" --op "$op" --cases "$cases" $knobs \
+        timeout 200 python3 benchmarks/knob_sweep.py "$rk" --op "$op" --cases "$cases" $knobs \
           --out "$out/resweep.jsonl" >> "$out/resweep.log" 2>&1 < /dev/null
       done ;;
     gputests)
