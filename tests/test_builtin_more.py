@@ -433,16 +433,19 @@ def test_embedding_backward_carries_nan_and_infinity_like_eager(weights) -> None
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize(("weights", "tile"), [(20, 32), (5000, 32), (3, 16), (20, 16)])
+@pytest.mark.parametrize(
+    ("weights", "tile", "zero_rows"), [(20, 32, 1), (5000, 32, 1), (3, 16, 1), (20, 16, 0)]
+)
 def test_embedding_backward_sorted_path_sums_in_fp32_whatever_the_skew(
-    dtype, weights, tile
+    dtype, weights, tile, zero_rows
 ) -> None:
     """Past eager's feature-kernel range (up to `_EMBED_SORT_MAX` indices) the rows are sorted
     by weight row and summed per weight row in fp32, rounded once, as eager's sorted path sums.
     The range is lowered to 100 here so that 300 indices take that path quickly. A long run on
     one weight row and a hot row holding a third of the indices (as in real token streams) span
     many tiles of sorted rows (16 rows a tile: one weight row across several), whose partial sums
-    are added in tile order; rows of padding_idx are left out; a second call gives the same bits."""
+    are added in tile order; rows of padding_idx are left out; a second call gives the same bits.
+    The rank kernel zeroes the rows no index names, or (`_EMBED_ZERO_ROWS` 0) all rows."""
     gen = torch.Generator().manual_seed(4)
     grad = (torch.randn(300, 24, generator=gen) * 30).to(dtype)
     index = torch.randint(0, weights, (300,), generator=gen)
@@ -454,6 +457,7 @@ def test_embedding_backward_sorted_path_sums_in_fp32_whatever_the_skew(
         module = sys.modules[kernel.__module__]
         module._EAGER_FEATURE_MAX = 100
         module._EMBED_SEG_ROWS = tile
+        module._EMBED_ZERO_ROWS = zero_rows
         got = kernel(grad, index, weights, 0, False)
         again = kernel(grad, index, weights, 0, False)
     assert torch.equal(got, again)

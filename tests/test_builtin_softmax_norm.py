@@ -749,7 +749,12 @@ def _eager_cuda_bn_backward(go, x, w, mean, istd, steps: bool, fused: bool = Tru
      ([2, 3, 80, 80], False, True, {}),
      # steps 3 at a time (a ragged end), and one at a time
      ([2, 3, 80, 80], False, True, {"_BN_EAGER_UNROLL": 3}),
-     ([33, 3, 7, 7], False, False, {"_BN_EAGER_UNROLL": 1})],
+     ([33, 3, 7, 7], False, False, {"_BN_EAGER_UNROLL": 1}),
+     # each channel's block over several programs: whole rows of its threads (the reduce-only
+     # block [33,3,7,7] is 16 x 32), 4 or 16 warps of a 512-thread row
+     ([2, 3, 80, 80], False, True, {"_BN_EAGER_SPLIT": 4, "_BN_EAGER_UNROLL": 3}),
+     ([2, 3, 80, 80], False, True, {"_BN_EAGER_SPLIT": 16}),
+     ([33, 3, 7, 7], False, False, {"_BN_EAGER_SPLIT": 2})],
 )  # fmt: skip
 def test_batch_norm_backward_half_sums_in_cuda_eager_steps(
     shape: list, channels_last: bool, want_dx: bool, knobs: dict
@@ -758,7 +763,9 @@ def test_batch_norm_backward_half_sums_in_cuda_eager_steps(
     block reduction (the H200 failed bf16 cases by ~6 on grad_weight, ~1 on grad_bias, without
     this); channels-last inputs take eager's fp32 kernels. Up to 8192 elements per channel the
     channel's program also writes grad_input ([4,3,40,40], [33,3,7,7]); beyond ([2,3,80,80])
-    and without grad_input, the sums feed the separate kernels."""
+    and without grad_input, the sums feed the separate kernels, also when each channel's block
+    is split over several programs (their warp sums added by the channel kernel as eager's warp 0
+    adds them)."""
     import tempfile
     from pathlib import Path
 
@@ -808,5 +815,6 @@ def test_batch_norm_backward_eager_steps_compile_for_sm90_unrolled() -> None:
     ]
     text = _write(norm, op, cases)
     assert_compiles_for_sm90(
-        [(op, text, cases), (op, _with_constants(text, _BN_EAGER_UNROLL=8), cases)]
+        [(op, text, cases), (op, _with_constants(text, _BN_EAGER_UNROLL=8), cases),
+         (op, _with_constants(text, _BN_EAGER_SPLIT=4), cases)]
     )

@@ -1499,11 +1499,16 @@ def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.cons
 
 @triton.jit
 def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
-                       SI2, SI3, zero_ptr, NRANK, NZERO, ROWS: tl.constexpr,
-                       BLOCK_Q: tl.constexpr, ZB: tl.constexpr):
-    """Programs NRANK and on zero the output (`_embed_zero_block`); the others rank rows."""
+                       SI2, SI3, zero_ptr, cnt_ptr, NRANK, NZERO, D, ROWS: tl.constexpr,
+                       BLOCK_Q: tl.constexpr, ZB: tl.constexpr, ZR: tl.constexpr,
+                       ZC: tl.constexpr):
+    """Programs NRANK and on zero the output (`_embed_zero_block`), or with ZR > 0 its rows
+    that no index names (`_embed_zero_rows`); the others rank rows."""
     if tl.program_id(0) >= NRANK:
-        _embed_zero_block(zero_ptr, tl.program_id(0) - NRANK, NZERO, ZB)
+        if ZR > 0:
+            _embed_zero_rows(zero_ptr, cnt_ptr, tl.program_id(0) - NRANK, NW, D, ZR, ZC)
+        else:
+            _embed_zero_block(zero_ptr, tl.program_id(0) - NRANK, NZERO, ZB)
     else:
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
                          SI1, SI2, SI3, ROWS, BLOCK_Q)
@@ -1560,6 +1565,20 @@ def _embed_run_sums(same, g, TC: tl.constexpr):
         return tl.dot(one, g3, acc, out_dtype=tl.float32)
     else:
         return tl.dot(same.to(g.dtype), g, out_dtype=tl.float32)
+
+
+@triton.jit
+def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.constexpr):
+    """Zeros of weight rows [z * ZR, (z + 1) * ZR) that no index names (cnt[w] == 0: padding_idx
+    counts under NW, so its row is zeroed here)."""
+    rows = z.to(tl.int64) * ZR + tl.arange(0, ZR)
+    row_ok = rows < NW
+    idle = tl.load(cnt_ptr + rows, mask=row_ok, other=1) == 0
+    for c0 in range(0, D, ZC):
+        cols = c0 + tl.arange(0, ZC)
+        tl.store(out_ptr + rows[:, None] * D + cols[None, :],
+                 tl.zeros([ZR, ZC], out_ptr.dtype.element_ty),
+                 mask=(row_ok & idle)[:, None] & (cols < D)[None, :])
 
 
 @triton.jit
@@ -1675,8 +1694,15 @@ _EMBED_SEG_COLS = 128
 _EMBED_LINK_ROWS = 16
 _EMBED_LINK_TILE = 64
 _EMBED_LINK_WARPS = 4
-# output elements zeroed per extra program of the link and rank kernels (`_embed_zero_block`)
+# output elements zeroed per extra program of the link and rank kernels (`_embed_zero_block`),
+# and at most per program of `_embed_zero_rows` (whole rows: D rounded up to a power of two)
 _EMBED_ZERO_TILE = 4096
+# the sorted path's rank kernel zeroes, in extra programs, 1: only the weight rows no index
+# names (the others are written by the segment and fix kernels), 0: the whole output. H200,
+# whole op, 0/1: [4,2048,2048] bf16 into 32000 rows 114.1/98.5 us, [8,1024,768] bf16 into 50257
+# 76.7/61.4. (Zeroing those rows in the segment kernel's launch instead, interleaved with its
+# tiles: 111.7 / 87.2 us; its programs are sized for the tiles' matrix products.)
+_EMBED_ZERO_ROWS = 1
 
 
 def _embed_zero_tile():
@@ -1703,7 +1729,7 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     the sums of weight rows whose rows span tiles."""
     R, D = indices.numel(), grad_output.shape[-1]
     dtype, device = grad_output.dtype, grad_output.device
-    out = torch.empty((num_weights, D), dtype=dtype, device=device)  # zeroed by the rank kernel
+    out = torch.empty((num_weights, D), dtype=dtype, device=device)  # see _EMBED_ZERO_ROWS
     cnt = torch.zeros((num_weights + 1,), dtype=torch.int32, device=device)
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
@@ -1717,9 +1743,13 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
                                                         num_warps=_EMBED_SCAN_WARPS)
     rows = _EMBED_RANK_ROWS
     ranks, zb = _cdiv(R, rows), _embed_zero_tile()
-    _embed_rank_kernel[(ranks + _cdiv(out.numel(), zb),)](
-        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, ranks,
-        out.numel(), ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, num_warps=4)
+    zc = min(_pow2(D), zb // 4)
+    zr = zb // zc  # rows per zero program of `_embed_zero_rows`
+    nz = _cdiv(num_weights, zr) if _EMBED_ZERO_ROWS else _cdiv(out.numel(), zb)
+    _embed_rank_kernel[(ranks + nz,)](
+        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, ranks,
+        out.numel(), D, ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb,
+        ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, num_warps=4)
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     grid = (_cdiv(R, tile), _cdiv(D, bc))

@@ -528,9 +528,26 @@ def _bn_block_sum(a, DT: tl.constexpr, W: tl.constexpr):
 
 
 @triton.jit
+def _bn_warp_tree(v, DT: tl.constexpr, R: tl.constexpr, L: tl.constexpr):
+    """[R, L] -> [R]: each row's L warp results (L a power of two up to 32, zeros past the
+    channel's warps) reduced as `_bn_block_sum`'s warp 0 does."""
+    if L >= 32:
+        v = _bn_halve(v, DT, R, 32)
+    if L >= 16:
+        v = _bn_halve(v, DT, R, 16)
+    if L >= 8:
+        v = _bn_halve(v, DT, R, 8)
+    if L >= 4:
+        v = _bn_halve(v, DT, R, 4)
+    if L >= 2:
+        v = _bn_halve(v, DT, R, 2)
+    return tl.sum(v, axis=1)
+
+
+@triton.jit
 def _bn_block_tile(b0, x0, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr):
     """Offsets and mask of channel c's [TY batches from b0, TX positions from x0] tile: what
-    eager's TX x TY thread block reads in one step of its loops."""
+    eager's TX x TY thread block (or a TX x TY part of it) reads in one step of its loops."""
     b = b0 + tl.arange(0, TY)
     j = x0 + tl.arange(0, TX)
     offs = ((b.to(tl.int64) * C + c) * HW)[:, None] + j[None, :]
@@ -538,11 +555,13 @@ def _bn_block_tile(b0, x0, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr):
 
 
 @triton.jit
-def _bn_step_tile(s, nx, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr):
-    """`_bn_block_tile` of eager's step s (batch outer, nx position steps inner); past the last
-    step, the batch index reaches N and masks the whole tile."""
+def _bn_step_tile(s, nx, c, N, C, HW, TX: tl.constexpr, TY: tl.constexpr, ty0, tx0,
+                  TXS: tl.constexpr, TYS: tl.constexpr):
+    """`_bn_block_tile` of eager's step s (batch outer, nx position steps inner) for the block's
+    threads (ty0.., tx0..) of a TXS x TYS part; past the last step, the batch index reaches N
+    and masks the whole tile."""
     bi = s // nx
-    return _bn_block_tile(bi * TY, (s - bi * nx) * TX, c, N, C, HW, TX, TY)
+    return _bn_block_tile(bi * TY + ty0, (s - bi * nx) * TX + tx0, c, N, C, HW, TXS, TYS)
 
 
 @triton.jit
@@ -550,7 +569,8 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
                        db_ptr, N, C, HW, inv_count: tl.float64, eps: tl.float64,
                        TX: tl.constexpr, TY: tl.constexpr, FUSED: tl.constexpr,
                        TRAIN: tl.constexpr, HAS_W: tl.constexpr, WANT_DW: tl.constexpr,
-                       WANT_DB: tl.constexpr, PDL_NEXT: tl.constexpr, UNROLL: tl.constexpr):
+                       WANT_DB: tl.constexpr, PDL_NEXT: tl.constexpr, UNROLL: tl.constexpr,
+                       SPLIT: tl.constexpr, TXS: tl.constexpr, TYS: tl.constexpr):
     """Per channel, CUDA eager's backward sums of g and g*(x-mean) for NCHW inputs, step by
     step (one program per channel, as eager's one block per plane):
     - thread (tx, ty) of a TX x TY block sums, in fp32, the elements of batches ty, ty+TY, ...
@@ -568,55 +588,73 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
 
     The block's steps (its tile at batch b0, position x0, in eager's order) are walked UNROLL
     at a time, so that a program has UNROLL tiles' loads in flight rather than one (one tile of
-    a few KB per step left most of the HBM bandwidth unused)."""
+    a few KB per step left most of the HBM bandwidth unused).
+
+    SPLIT > 1 (not FUSED): SPLIT programs per channel, each with W / SPLIT of the block's warps
+    (its threads TXS x TYS, consecutive in thread order), so that few channels of many elements
+    still fill the GPU. Each thread's sums keep eager's order; each program does its warps'
+    shuffle trees and leaves their results in part[(c * W + warp) * 2 + {0, 1}], for
+    `_bn_channel` (TREE) to do warp 0's tree over them."""
     _pdl_enter(False, PDL_NEXT)
     inv_count = tl.full([], inv_count, tl.float32)  # eager's float math, from double arguments
     eps = tl.full([], eps, tl.float32)
     DT: tl.constexpr = x_ptr.dtype.element_ty
     W: tl.constexpr = TX * TY // 32
-    c = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(0).to(tl.int64) // SPLIT
+    k = tl.program_id(0) % SPLIT
+    first = k * (TXS * TYS)  # the program's first thread
+    ty0 = first // TX
+    tx0 = first - ty0 * TX
     mean = tl.load(mean_ptr + c).to(tl.float32)
-    a1 = tl.zeros([TY, TX], tl.float32)
-    a2 = tl.zeros([TY, TX], tl.float32)
+    a1 = tl.zeros([TYS, TXS], tl.float32)
+    a2 = tl.zeros([TYS, TXS], tl.float32)
     nx = tl.cdiv(HW, TX)
     steps = tl.cdiv(N, TY) * nx
     for s0 in range(0, steps, UNROLL):
         for u in tl.static_range(UNROLL):
-            offs, m = _bn_step_tile(s0 + u, nx, c, N, C, HW, TX, TY)
+            offs, m = _bn_step_tile(s0 + u, nx, c, N, C, HW, TX, TY, ty0, tx0, TXS, TYS)
             g = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
             x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
             a1 += g
             a2 += (g * (x - mean)).to(DT).to(tl.float32)
-    gsum = _bn_block_sum(a1, DT, W)
-    dot = _bn_block_sum(a2, DT, W)
-    if not FUSED:
-        tl.store(part_ptr + c * 2, gsum)
-        tl.store(part_ptr + c * 2 + 1, dot)
+    if SPLIT > 1:
+        WS: tl.constexpr = TXS * TYS // 32
+        warp = c * W + k * WS + tl.arange(0, WS)
+        w1 = _bn_warp_sums(tl.reshape(a1, [WS, 32]), DT, WS)
+        w2 = _bn_warp_sums(tl.reshape(a2, [WS, 32]), DT, WS)
+        tl.store(part_ptr + warp * 2, tl.reshape(w1, [WS]))
+        tl.store(part_ptr + warp * 2 + 1, tl.reshape(w2, [WS]))
     else:
-        if TRAIN:
-            istd = tl.load(istd_ptr + c).to(tl.float32)
+        gsum = _bn_block_sum(a1, DT, W)
+        dot = _bn_block_sum(a2, DT, W)
+        if not FUSED:
+            tl.store(part_ptr + c * 2, gsum)
+            tl.store(part_ptr + c * 2 + 1, dot)
         else:
-            istd = tl.div_rn(1.0, tl.sqrt_rn(tl.load(rv_ptr + c).to(tl.float32) + eps))
-        w = 1.0
-        if HAS_W:
-            w = tl.load(w_ptr + c).to(tl.float32)
-        grad_mean = gsum * inv_count
-        proj_scale = dot * inv_count * istd * istd
-        grad_scale = istd * w
-        if WANT_DW:
-            tl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
-        if WANT_DB:
-            tl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
-        for s0 in range(0, steps, UNROLL):
-            for u in tl.static_range(UNROLL):
-                offs, m = _bn_step_tile(s0 + u, nx, c, N, C, HW, TX, TY)
-                go = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
-                if TRAIN:
-                    x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
-                    dx = (go - (x - mean) * proj_scale - grad_mean) * grad_scale
-                else:
-                    dx = go * grad_scale
-                tl.store(dx_ptr + offs, dx.to(DT), mask=m)
+            if TRAIN:
+                istd = tl.load(istd_ptr + c).to(tl.float32)
+            else:
+                istd = tl.div_rn(1.0, tl.sqrt_rn(tl.load(rv_ptr + c).to(tl.float32) + eps))
+            w = 1.0
+            if HAS_W:
+                w = tl.load(w_ptr + c).to(tl.float32)
+            grad_mean = gsum * inv_count
+            proj_scale = dot * inv_count * istd * istd
+            grad_scale = istd * w
+            if WANT_DW:
+                tl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
+            if WANT_DB:
+                tl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
+            for s0 in range(0, steps, UNROLL):
+                for u in tl.static_range(UNROLL):
+                    offs, m = _bn_step_tile(s0 + u, nx, c, N, C, HW, TX, TY, 0, 0, TX, TY)
+                    go = tl.load(g_ptr + offs, mask=m, other=0).to(tl.float32)
+                    if TRAIN:
+                        x = tl.load(x_ptr + offs, mask=m, other=0).to(tl.float32)
+                        dx = (go - (x - mean) * proj_scale - grad_mean) * grad_scale
+                    else:
+                        dx = go * grad_scale
+                    tl.store(dx_ptr + offs, dx.to(DT), mask=m)
 
 
 @triton.jit
@@ -626,8 +664,11 @@ def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_pt
                 MODE: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                 UPDATE: tl.constexpr, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
                 ACC: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr,
-                SAVE_EVAL: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+                SAVE_EVAL: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr,
+                TREE: tl.constexpr):
     """Per channel: MODE 0 train forward, 1 eval forward, 2 train backward, 3 eval backward.
+    TREE: the S partials of a channel are the per-warp sums of `_bn_eager_partials` (SPLIT),
+    added as eager's warp 0 adds them (`_bn_warp_tree`), not as a plain sum.
     SAVE_EVAL (MODE 1): also write the running mean and its invstd as the saved statistics.
     PDL_WAIT: launched as a dependent of the partial sums; PDL_NEXT: the elementwise launch may
     start now.
@@ -647,8 +688,14 @@ def _bn_channel(x_ptr, part_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, mean_ptr, istd_pt
         s = tl.arange(0, BLOCK_S)
         m = ok[:, None] & (s[None, :] < S)
         slot = (c[:, None] * S + s[None, :]) * 2
-        t1 = tl.sum(tl.load(part_ptr + slot, mask=m, other=0), axis=1)
-        t2 = tl.sum(tl.load(part_ptr + slot + 1, mask=m, other=0), axis=1)
+        if TREE:
+            DT: tl.constexpr = x_ptr.dtype.element_ty
+            t1 = _bn_warp_tree(tl.load(part_ptr + slot, mask=m, other=0), DT, BLOCK_C, BLOCK_S)
+            t2 = _bn_warp_tree(tl.load(part_ptr + slot + 1, mask=m, other=0), DT, BLOCK_C,
+                               BLOCK_S)
+        else:
+            t1 = tl.sum(tl.load(part_ptr + slot, mask=m, other=0), axis=1)
+            t2 = tl.sum(tl.load(part_ptr + slot + 1, mask=m, other=0), axis=1)
     if MODE == 0:
         shift = tl.load(x_ptr + c * HW, mask=ok, other=0).to(ACC)
         mean_s = t1 / count
@@ -739,6 +786,13 @@ def _bn_apply(x_ptr, g_ptr, out_ptr, ca_ptr, cb_ptr, cc_ptr, cm_ptr, ROWS, C, HW
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
 
 
+def _bn_split(C):
+    """Programs per channel of the unfused eager-order sums. H200, bf16, whole op, 1/2/4/8/16
+    programs (session 16): [32,512,28,28] 53.0/43.4/48.2/84.2/111.3 us, [32,64,56,56]
+    52.5/45.8/108/109/114, [32,128,28,28] 27.4/23.4/41.1/42.7/65.5."""
+    return 2
+
+
 def _bn_geometry(x):
     if x.dim() < 2:
         raise RuntimeError(f"batch norm expects an input of at least 2 dims, got {list(x.shape)}")
@@ -812,7 +866,9 @@ _BN_PDL = 0
 # warps per `_bn_eager_partials` program (0: by channel count). H200, bf16 suite cases, whole op
 # (knob_sweep, 1/2/4/8 warps): [32,64,56,56] 161/146/135/79 us, [32,128,28,28] 60/57/53/42,
 # [32,512,28,28] 79/78/83/102, [32,1152,7,7] 38/48/61/99, [32,256,14,14] 37/30/31/40; a
-# pipelined batch loop (num_stages 3) changed nothing
+# pipelined batch loop (num_stages 3) changed nothing. Re-swept with 8 steps (session 16,
+# 1/2/4/8 warps): [32,64,56,56] 116/68/53/56, [32,128,28,28] 45/32/27/30: 4 warps up to 128
+# channels
 _BN_EAGER_WARPS = 0
 # `_bn_eager_partials` steps walked per loop iteration (tiles whose loads are in flight at once;
 # 0: 8, or 2 with one warp, whose lanes hold 16 elements per tile). H200, bf16, whole op, 1/2/4/8
@@ -824,6 +880,9 @@ _BN_EAGER_UNROLL = 0
 # launch instead of three; H200 bf16 [32,1152,7,7] 38 -> 27 us, [32,1024,14,14] 53 -> 38);
 # beyond, a separate elementwise pass
 _BN_FUSED_MAX = 8192
+# programs per channel of the eager-order sums when grad_input is not fused (0: `_bn_split`);
+# each takes a part of eager's block, whole warps, their per-thread sums in eager's order
+_BN_EAGER_SPLIT = 0
 # the backward's elementwise pass after eager-order sums walks the tensor from its end (what the
 # sums read last, perhaps still in L2). H200, bf16, whole op: [32,512,28,28] 55.4 -> 53.3 us
 # (its pass 17.9 -> 16.5), other cases within +-0.7 us
@@ -874,7 +933,7 @@ def _batch_norm_plan(input, weight, bias, running_mean, running_var, training):
     channel_consts = dict(
         MODE=0 if training else 1, HAS_W=weight is not None, HAS_B=bias is not None,
         UPDATE=update, WANT_DW=False, WANT_DB=False, ACC=acc, BLOCK_C=block_c,
-        BLOCK_S=max(2, _pow2(S)), SAVE_EVAL=eval_saves, PDL_NEXT=pdl2,
+        BLOCK_S=max(2, _pow2(S)), SAVE_EVAL=eval_saves, PDL_NEXT=pdl2, TREE=False,
         **_pdl_launch(pdl1 and training))
     count = float(N * HW)
     apply = None if empty else _bn_apply_plan(N, C, HW, False, acc, pdl2)
@@ -948,17 +1007,22 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         eager_order = _eager_nchw(input) and input.dtype in (torch.float16, torch.bfloat16)
         fused = eager_order and want_dx and N * HW <= _BN_FUSED_MAX and input.numel() < 2**31
         if eager_order:
-            S = 1
             tx, ty = _eager_block(N, HW, want_dx)
-            partials = _bn_eager_partials[(C,)]
+            split = 1 if fused else max(1, min(_BN_EAGER_SPLIT or _bn_split(C), tx * ty // 32))
+            split = 1 << (split.bit_length() - 1)  # a power of two: whole warps per program
+            # split: the channel kernel reduces each channel's warp sums (S of them)
+            S = tx * ty // 32 if split > 1 else 1
+            ts = tx * ty // split
+            partials = _bn_eager_partials[(C * split,)]
             # an fp64 quotient rounded to the fp32 argument is the fp32 quotient eager divides
             partials_ints = (N, C, HW, 1.0 / (N * HW))
-            warps = _BN_EAGER_WARPS or (8 if C <= 128 else 2 if C <= 512 else 1)
+            warps = _BN_EAGER_WARPS or (4 if C <= 128 else 2 if C <= 512 else 1)
             warps = max(1, min(warps, tx * ty // 32))
             unroll = _BN_EAGER_UNROLL or (2 if warps == 1 else 8)
             partials_consts = dict(TX=tx, TY=ty, FUSED=fused, TRAIN=bool(train),
                                    HAS_W=weight is not None, WANT_DW=want_dw, WANT_DB=want_db,
                                    PDL_NEXT=pdl1 and not fused, UNROLL=unroll,
+                                   SPLIT=split, TXS=min(tx, ts), TYS=max(1, ts // tx),
                                    num_warps=warps)
         else:
             S, nb_per, j_per, sj, block_n, block_j = _bn_plan(input, N, C, HW)
@@ -972,6 +1036,7 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
             MODE=2 if train else 3, HAS_W=weight is not None, HAS_B=False, UPDATE=False,
             WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_C=block_c,
             BLOCK_S=max(2, _pow2(S)), SAVE_EVAL=False, PDL_NEXT=pdl2 and want_dx,
+            TREE=eager_order and S > 1,
             **_pdl_launch(pdl1))
         count = float(N * HW)
         reverse = _BN_APPLY_REVERSE and eager_order
@@ -999,7 +1064,7 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         rv = running_var.contiguous() if running_var is not None else coefs[0]
         istd = save_invstd.contiguous() if save_invstd is not None else coefs[0]
         if eager_order:
-            part = torch.empty((C * 2,), dtype=torch.float32, device=dev)
+            part = torch.empty((C * S * 2,), dtype=torch.float32, device=dev)
             partials(x, g, mean_src, part, istd, rv, w, part, part, part, *partials_ints,
                      float(eps), **partials_consts)
         else:
