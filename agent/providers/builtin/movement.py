@@ -1689,6 +1689,12 @@ _EMBED_RANK_ROWS = 16
 _EMBED_RANK_TILE = 64
 _EMBED_SEG_ROWS = 32
 _EMBED_SEG_COLS = 128
+_EMBED_SEG_WARPS = 4
+# > 0: registers per thread of `_embed_seg_kernel` capped (Triton's maxnreg): uncapped it takes
+# 193, two programs of 4 warps per SM. H200, whole op, none/64/96/128/160: [4,2048,2048] bf16
+# 97.2/95.5/85.0/85.7/88.7 us, [8,1024,768] bf16 61.2/63.6/57.9/57.5/58.2, [8,512,768] f32
+# 54.4/58.6/55.4/54.1/52.8
+_EMBED_SEG_MAXNREG = 128
 # `_embed_link_kernel`: rows per program (a divisor of 32), indices per step, warps (H200,
 # [4,2048] indices into 32000 rows, whole op: 8-32 rows x 64-256 indices 156-171 us, 16 x 64 best)
 _EMBED_LINK_ROWS = 16
@@ -1755,7 +1761,9 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     grid = (_cdiv(R, tile), _cdiv(D, bc))
     part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
     _embed_seg_kernel[grid](grad_output, order, out, part, R, D, num_weights, *geometry[:3],
-                            *geometry[7:], T=tile, BLOCK_C=bc, TC=not _INTERPRET, num_warps=4)
+                            *geometry[7:], T=tile, BLOCK_C=bc, TC=not _INTERPRET,
+                            num_warps=_EMBED_SEG_WARPS,
+                            **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
     _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
                             num_warps=4)
     return out
