@@ -3,9 +3,10 @@
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
 # Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
-#        window | breakdown | copybw | evalops | profile | devbw | resweep
-# evalops, profile and devbw take the operators from $OPS (comma-separated); evalops writes their builtin
-# kernels first.
+#        window | breakdown | copybw | evalops | profile | devbw | resweep | ncu
+# evalops, profile, devbw and ncu take the operators from $OPS (comma-separated); evalops and ncu write
+# their builtin kernels first. ncu: Nsight Compute's full set for the kernels whose name matches the
+# regex $NCU_KERNEL (default: every launch) in each operator's largest case, as text reports.
 # Each step writes its log and a tarball of its run folder under OUTDIR.
 set -uo pipefail
 out=$1; shift
@@ -76,6 +77,18 @@ for step in "$@"; do
         # shellcheck disable=SC2086  # the knob arguments split on purpose
         timeout 200 python3 benchmarks/knob_sweep.py "$rk" --op "$op" --cases "$cases" $knobs \
           --out "$out/resweep.jsonl" >> "$out/resweep.log" 2>&1 < /dev/null
+      done ;;
+    ncu)
+      # the lent machine's CUDA ships ncu; a text report per operator (the binary one is large).
+      # knob_sweep runs the case (eager, a check, then timed calls): the 4th matching launch is
+      # profiled, past the check's
+      python3 benchmarks/write_builtin.py generated_kernels --ops "$OPS" > "$out/ncu.log" 2>&1
+      for op in ${OPS//,/ }; do
+        timeout "${NCU_TIMEOUT:-200}" /usr/local/cuda/bin/ncu --kernel-name "regex:${NCU_KERNEL:-.}" \
+          --launch-skip 3 --launch-count "${NCU_COUNT:-1}" --set full -f -o "/tmp/ncu_$op" \
+          python3 benchmarks/knob_sweep.py generated_kernels --op "$op" --cases 1 --reps 3 \
+          >> "$out/ncu.log" 2>&1
+        /usr/local/cuda/bin/ncu --import "/tmp/ncu_$op.ncu-rep" --page details > "$out/ncu_$op.txt" 2>&1
       done ;;
     gputests)
       timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py tests/test_gpu_scalars.py tests/test_gpu_embedding.py \
