@@ -2,6 +2,7 @@
 (SASS for sm_90, compiled on the CPU: no GPU needed).
 
     python benchmarks/load_order_audit.py [--ops _softmax.default,...] [--cases 2] [--all]
+        [--sass-dir DIR]
 
 Each kernel launch the operator's largest cases make is compiled as Triton's launcher would
 compile it for an H100/H200 and read with the cuobjdump that ships with Triton (each line also
@@ -13,12 +14,15 @@ before the rest go out. Harmless where many warps share an SM (elementwise kerne
 speed show many); costly where one or two large programs fill an SM: a one-tile softmax row ran
 1.75x slower on the H200 for it (docs/BENCHMARKS.md §22). Prints the launches with at least one
 load read early (--all: every launch), most first. The whole suite takes ~8 minutes here.
+--sass-dir also writes each launch's SASS there (OP.CASE.KERNEL.sass), for counting
+instructions by kind.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -41,7 +45,11 @@ def main() -> None:
     ap.add_argument("--suite", default="torchbench")
     ap.add_argument("--cases", type=int, default=2, help="largest cases per operator")
     ap.add_argument("--all", action="store_true", help="also launches with no load read early")
+    ap.add_argument("--sass-dir", type=Path, default=None, help="write each launch's SASS here")
     args = ap.parse_args()
+    if args.sass_dir:
+        args.sass_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["ATENFORGE_SASS_DIR"] = str(args.sass_dir.resolve())
     ops = [o.strip() for o in args.ops.split(",") if o.strip()] or None
     jobs = []
     for oc in select_operators(args.suite, ops=ops).ops:

@@ -352,7 +352,8 @@ for number, job in enumerate(jobs):
         if not launches:
             problems.append(f"case {index}: no kernel launch was captured")
         for fn, largs, lkwargs in launches:
-            options = {k: lkwargs.pop(k) for k in ("num_warps", "num_stages") if k in lkwargs}
+            options = {k: lkwargs.pop(k) for k in ("num_warps", "num_stages", "maxnreg")
+                       if k in lkwargs}
             values = dict(zip(fn.arg_names, largs))
             values.update(lkwargs)
             signature, constexprs, attrs = {}, {}, {}
@@ -381,6 +382,10 @@ for number, job in enumerate(jobs):
             if job.get("load_order"):
                 cubin = compiled.asm["cubin"]
                 sass = cuobjdump(cubin, "-sass")
+                if os.environ.get("ATENFORGE_SASS_DIR"):  # load_order_audit.py --sass-dir
+                    with open(os.path.join(os.environ["ATENFORGE_SASS_DIR"],
+                                           f"{job['op']}.{index}.{fn.__name__}.sass"), "w") as f:
+                        f.write(sass)
                 orders.setdefault(job["op"], []).append(
                     [index, fn.__name__, *load_order(sass), *resources(cubin, sass),
                      compiled.metadata.shared])

@@ -426,6 +426,9 @@ def test_embedding_backward_carries_nan_and_infinity_like_eager(weights) -> None
     index[9] = 0  # the padding row below: its grads are left out
     grad[4, 2] = float("nan")
     grad[7, 5] = float("inf")
+    grad[9, 3] = float("nan")  # in the padding row: left out
+    index[11] = index[12] = 3
+    grad[11, 1], grad[12, 1] = float("inf"), -float("inf")  # NaN where both meet
     with tempfile.TemporaryDirectory() as tmp:
         got = _embedding_backward_kernel(tmp)(grad, index, weights, 0, False)
     want = torch.ops.aten.embedding_dense_backward(grad, index, weights, 0, False)

@@ -1583,7 +1583,8 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 
 @triton.jit
 def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0, SG1, SG2,
-                      SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr):
+                      SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
+                      CHECK_SUMS: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
     row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
@@ -1608,11 +1609,20 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
                 mask=live[:, None] & col_ok[None, :], other=0)
     same = key[:, None] == key[None, :]
     sums = _embed_run_sums(same, g, TC)
-    gf = g.to(tl.float32)
-    bad = (gf != gf) | (tl.abs(gf) == float("inf"))
-    if tl.max(tl.max(bad.to(tl.int32), axis=1), axis=0) > 0:
+    if CHECK_SUMS:
+        # a NaN or infinite grad makes its own row's sum (and so their total) NaN or infinite;
+        # an overflow to infinity also takes the branch, which gives it the same sums
+        total = tl.sum(tl.sum(sums, axis=1), axis=0)
+        odd = (total - total) != 0
+    else:
+        gf = g.to(tl.float32)
+        odd = tl.max(tl.max(((gf != gf) | (tl.abs(gf) == float("inf"))).to(tl.int32), axis=1),
+                     axis=0) > 0
+    if odd:
         # 0 * NaN is NaN: sum the finite values alone, then give each run what eager's sums
         # give it: NaN for a NaN or for both infinities, else the infinity it holds
+        gf = g.to(tl.float32)
+        bad = (gf != gf) | (tl.abs(gf) == float("inf"))
         sums = _embed_run_sums(same, tl.where(bad, 0, g), TC)
         one = same.to(tl.float16)
         nan = tl.dot(one, (gf != gf).to(tl.float16), out_dtype=tl.float32) > 0
@@ -1693,8 +1703,13 @@ _EMBED_SEG_WARPS = 4
 # > 0: registers per thread of `_embed_seg_kernel` capped (Triton's maxnreg): uncapped it takes
 # 193, two programs of 4 warps per SM. H200, whole op, none/64/96/128/160: [4,2048,2048] bf16
 # 97.2/95.5/85.0/85.7/88.7 us, [8,1024,768] bf16 61.2/63.6/57.9/57.5/58.2, [8,512,768] f32
-# 54.4/58.6/55.4/54.1/52.8
+# 54.4/58.6/55.4/54.1/52.8 (at 128: 7 spill stores in the sm_90 compile)
 _EMBED_SEG_MAXNREG = 128
+# `_embed_seg_kernel` looks for NaN and infinite grads in its tile's sums (one add per element)
+# rather than in the grads (a conversion and two compares per element): it is ALU-bound (Nsight
+# Compute). H200, whole op, grads/sums: [4,2048,2048] bf16 85.0/83.1 us, [8,1024,768] bf16
+# 56.8/55.9, f32 cases within 0.4 us
+_EMBED_SEG_CHECK_SUMS = True
 # `_embed_link_kernel`: rows per program (a divisor of 32), indices per step, warps (H200,
 # [4,2048] indices into 32000 rows, whole op: 8-32 rows x 64-256 indices 156-171 us, 16 x 64 best)
 _EMBED_LINK_ROWS = 16
@@ -1762,7 +1777,7 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
     _embed_seg_kernel[grid](grad_output, order, out, part, R, D, num_weights, *geometry[:3],
                             *geometry[7:], T=tile, BLOCK_C=bc, TC=not _INTERPRET,
-                            num_warps=_EMBED_SEG_WARPS,
+                            CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), num_warps=_EMBED_SEG_WARPS,
                             **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
     _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
                             num_warps=4)
