@@ -191,3 +191,44 @@ def test_knob_sweep_zipf_indices_are_skewed_in_range_and_keep_the_layout() -> No
     assert top > 20 * idx.numel() / 1000  # uniform: ~4 per id; Zipf(1.1): hundreds
     assert got[2].stride() == rows.stride() and got[2].shape == rows.shape
     assert got[2].max() <= 511 and torch.equal(got[2][0], got[2][7])
+
+
+def test_resweep_list_names_knobs_the_generated_kernels_have() -> None:
+    """Each line of `benchmarks/data/resweep.txt` (`gpu_batch.sh ... resweep`, device time) names
+    a suite operator with a builtin kernel, a positive case count, and knobs that are module
+    constants of that kernel's file with literal values: a typo would only show on the GPU
+    (knob_sweep stops on a constant the file lacks)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    from agent.providers.builtin.registry import WRITERS
+    from agent.providers.builtin.request import KernelRequest
+    from evaluator.suites import select_operators
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("knob_sweep_lines", root / "benchmarks" / "knob_sweep.py")
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)  # type: ignore[union-attr]
+    lines = [
+        line.split()
+        for line in (root / "benchmarks" / "data" / "resweep.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines
+    texts: dict[str, set[str]] = {}
+    for op, cases, *rest in lines:
+        assert int(cases) > 0 and rest and rest[::2] == ["--knob"] * (len(rest) // 2), (op, rest)
+        knobs = sweep._knobs(rest[1::2])
+        if op not in texts:
+            oc = select_operators("torchbench", ops=[op]).ops[0]
+            text = WRITERS[op](KernelRequest(op=op, schema="", cases=oc.cases))
+            assert text is not None, op
+            names = set()
+            for node in ast.parse(text).body:
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                for target in targets:
+                    elts = target.elts if isinstance(target, ast.Tuple) else [target]
+                    names |= {e.id for e in elts if isinstance(e, ast.Name)}
+            texts[op] = names
+        assert set(knobs) <= texts[op], (op, set(knobs) - texts[op])
