@@ -296,6 +296,30 @@ def test_softmax_long_rows_handle_minus_infinity_like_eager(op: str) -> None:
     assert run_generated(op, _write(softmax, op, cases), cases, make_args=_with_infinities) == []
 
 
+def _with_infinities_and_nan(op: str, case, gen: torch.Generator):
+    """`_with_infinities`, and +inf in row 3, NaN in row 4 (eager: those rows NaN), next to
+    rows that must not see them."""
+    args, kwargs = _with_infinities(op, case, gen)
+    args[0][3, 5] = float("inf")
+    args[0][4, 7] = float("nan")
+    return args, kwargs
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
+def test_softmax_window_rows_handle_infinities_and_nan_like_eager(op: str, persistent: bool) -> None:
+    """49-wide rows through the window kernels (a program per tile, or persistent): a row's
+    -inf, +inf and NaN stay in its own output, though its window also holds its neighbours'
+    elements."""
+    cases = [parse_case("((T([11, 49], f16), 1, False), {})"),
+             parse_case("((T([18, 49], bf16), -1, False), {})")]  # fmt: skip
+    text = _write(softmax, op, cases)
+    if not persistent:
+        text = _with_constants(text, _WIN_PROGRAMS_PER_SM=0)
+    assert "CH" in _plan_constexprs(text, cases[0].serialize(), op)
+    assert run_generated(op, text, cases, make_args=_with_infinities_and_nan) == []
+
+
 @pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
 def test_softmax_half_to_float_matches_eager_on_fp32_copies(op: str) -> None:
     """CPU eager has no half_to_float: the reference is the op on fp32 copies (what CUDA eager
