@@ -530,7 +530,8 @@ def _bn_block_sum(a, DT: tl.constexpr, W: tl.constexpr):
 @triton.jit
 def _bn_warp_tree(v, DT: tl.constexpr, R: tl.constexpr, L: tl.constexpr):
     """[R, L] -> [R]: each row's L warp results (L a power of two up to 32, zeros past the
-    channel's warps) reduced as `_bn_block_sum`'s warp 0 does."""
+    channel's warps) reduced as `_bn_block_sum`'s warp 0 does. (`_bn_block_sum` written with
+    it compiles the fused kernel differently for sm_90: 32 of its 64 loads read early, not 0.)"""
     if L >= 32:
         v = _bn_halve(v, DT, R, 32)
     if L >= 16:
@@ -795,13 +796,6 @@ def _bn_apply(x_ptr, g_ptr, out_ptr, ca_ptr, cb_ptr, cc_ptr, cm_ptr, ROWS, C, HW
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=m)
 
 
-def _bn_split(C):
-    """Programs per channel of the unfused eager-order sums. H200, bf16, whole op, 1/2/4/8/16
-    programs (session 16): [32,512,28,28] 53.0/43.4/48.2/84.2/111.3 us, [32,64,56,56]
-    52.5/45.8/108/109/114, [32,128,28,28] 27.4/23.4/41.1/42.7/65.5."""
-    return 2
-
-
 def _bn_geometry(x):
     if x.dim() < 2:
         raise RuntimeError(f"batch norm expects an input of at least 2 dims, got {list(x.shape)}")
@@ -889,9 +883,12 @@ _BN_EAGER_UNROLL = 0
 # launch instead of three; H200 bf16 [32,1152,7,7] 38 -> 27 us, [32,1024,14,14] 53 -> 38);
 # beyond, a separate elementwise pass
 _BN_FUSED_MAX = 8192
-# programs per channel of the eager-order sums when grad_input is not fused (0: `_bn_split`);
-# each takes a part of eager's block, whole warps, their per-thread sums in eager's order
-_BN_EAGER_SPLIT = 0
+# programs per channel of the eager-order sums when grad_input is not fused (a power of two, at
+# most the block's warps); each takes a part of eager's block, whole warps, their per-thread sums
+# in eager's order. H200, bf16, whole op, 1/2/4/8/16 programs (session 16): [32,512,28,28]
+# 53.0/43.4/48.2/84.2/111.3 us, [32,64,56,56] 52.5/45.8/108/109/114, [32,128,28,28]
+# 27.4/23.4/41.1/42.7/65.5
+_BN_EAGER_SPLIT = 2
 # unfused sums: their steps walked by counters (batch block, position block), not by dividing a
 # flat step number (944 -> 872 SASS instructions for [32,512,28,28]). H200, bf16, whole op,
 # off/on: [32,512,28,28] 43.8/42.8 us, [32,64,56,56] 46.2/42.6, [32,128,28,28] 23.7/22.2; the
@@ -1022,7 +1019,7 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         fused = eager_order and want_dx and N * HW <= _BN_FUSED_MAX and input.numel() < 2**31
         if eager_order:
             tx, ty = _eager_block(N, HW, want_dx)
-            split = 1 if fused else max(1, min(_BN_EAGER_SPLIT or _bn_split(C), tx * ty // 32))
+            split = 1 if fused else max(1, min(_BN_EAGER_SPLIT, tx * ty // 32))
             split = 1 << (split.bit_length() - 1)  # a power of two: whole warps per program
             # split: the channel kernel reduces each channel's warp sums (S of them)
             S = tx * ty // 32 if split > 1 else 1
