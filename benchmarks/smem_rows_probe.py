@@ -101,6 +101,101 @@ def _smem_rows_kernel(
     async_copy.wait_group(0)
 
 
+@gluon.jit
+def _fold(x, ok, mv, sv):
+    e = gl.exp(-gl.abs(x - mv))
+    up = x > mv
+    ok = ok & (x != float("-inf"))
+    sv = gl.where(ok, gl.where(up, sv * e + 1.0, sv + e), sv)
+    mv = gl.where(ok & up, x, mv)
+    return mv, sv
+
+
+@gluon.jit
+def _out(x, m, ls, inv, LOG: gl.constexpr):
+    if LOG:
+        y = x - m - ls
+    else:
+        y = gl.exp(x - m) * inv
+    return y
+
+
+@gluon.jit
+def _geometry(row, N):
+    start = row.to(gl.int64) * N
+    base = start // 4 * 4
+    shift = (start - base).to(gl.int32)
+    full = (shift + N) // 4 * 4
+    return base, shift, full
+
+
+@gluon.jit
+def _superset_kernel(
+    x_ptr,
+    y_ptr,
+    M,
+    N,
+    LOG: gl.constexpr,
+    CHUNK: gl.constexpr,
+    NCHUNK: gl.constexpr,
+    L: gl.constexpr,
+    SL: gl.constexpr,
+):
+    pid = gl.program_id(0)
+    P = gl.num_programs(0)
+    smem = gl.allocate_shared_memory(x_ptr.dtype.element_ty, [NCHUNK, CHUNK], SL)
+    offs = gl.arange(0, CHUNK, layout=L)
+    row = pid
+    base, shift, full = _geometry(row, N)
+    for c in gl.static_range(NCHUNK):
+        i = c * CHUNK + offs
+        async_copy.async_copy_global_to_shared(
+            smem.index(c), x_ptr + base + i, mask=(i < full) & (row < M)
+        )
+        async_copy.commit_group()
+    while row < M:
+        base, shift, full = _geometry(row, N)
+        t_ok = offs < shift + N - full
+        xt = gl.load(x_ptr + base + full + offs, mask=t_ok, other=float("-inf")).to(gl.float32)
+        h_ok = (offs >= shift) & (offs < 4)
+        xh = gl.load(x_ptr + base + offs, mask=h_ok, other=float("-inf")).to(gl.float32)
+        mv = gl.full([CHUNK], float("-inf"), gl.float32, L)
+        sv = gl.zeros([CHUNK], gl.float32, L)
+        for c in gl.static_range(NCHUNK):
+            async_copy.wait_group(NCHUNK - 1 - c)
+            i = c * CHUNK + offs
+            x = smem.index(c).load(L).to(gl.float32)
+            mv, sv = _fold(x, (i >= shift) & (i < full), mv, sv)
+        mv, sv = _fold(xt, t_ok, mv, sv)
+        m = gl.max(mv, axis=0)
+        s = gl.sum(gl.where(mv == float("-inf"), 0.0, sv * gl.exp(mv - m)), axis=0)
+        ls = gl.log(s)
+        inv = 1.0 / s
+        head = gl.where(shift > 0, 4, 0)
+        nxt = row + P
+        nbase, nshift, nfull = _geometry(nxt, N)
+        for c in gl.static_range(NCHUNK):
+            i = c * CHUNK + offs
+            x = smem.index(c).load(L).to(gl.float32)
+            y = _out(x, m, ls, inv, LOG)
+            gl.store(y_ptr + base + i, y.to(y_ptr.dtype.element_ty), mask=(i >= head) & (i < full))
+            gl.thread_barrier()
+            async_copy.async_copy_global_to_shared(
+                smem.index(c), x_ptr + nbase + i, mask=(i < nfull) & (nxt < M)
+            )
+            async_copy.commit_group()
+        gl.store(
+            y_ptr + base + offs, _out(xh, m, ls, inv, LOG).to(y_ptr.dtype.element_ty), mask=h_ok
+        )
+        gl.store(
+            y_ptr + base + full + offs,
+            _out(xt, m, ls, inv, LOG).to(y_ptr.dtype.element_ty),
+            mask=t_ok,
+        )
+        row = nxt
+    async_copy.wait_group(0)
+
+
 def smem_rows(x: torch.Tensor, log: bool, chunk: int, warps: int, vec: int) -> torch.Tensor:
     """(log_)softmax over the last dim of a contiguous 2-D f32 CUDA tensor."""
     M, N = x.shape
@@ -126,6 +221,58 @@ def smem_rows(x: torch.Tensor, log: bool, chunk: int, warps: int, vec: int) -> t
     return y
 
 
+def superset_rows(x: torch.Tensor, log: bool, chunk: int, warps: int) -> torch.Tensor:
+    """`_superset_kernel` on a contiguous 2-D f32 CUDA tensor: any row length, 16-byte copies of
+    each row's aligned superset (the row's first and last partial vectors from global memory)."""
+    M, N = x.shape
+    nchunk = triton.cdiv(N + 3, chunk)
+    if nchunk * chunk * x.element_size() > SMEM_LIMIT:
+        raise ValueError(f"{nchunk} chunks of {chunk} do not fit shared memory")
+    y = torch.empty_like(x)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    _superset_kernel[(min(sms, M),)](
+        x,
+        y,
+        M,
+        N,
+        LOG=log,
+        CHUNK=chunk,
+        NCHUNK=nchunk,
+        L=gl.BlockedLayout([4], [32], [warps], [0]),
+        SL=gl.SwizzledSharedLayout(1, 1, 1, [0]),
+        num_warps=warps,
+    )
+    return y
+
+
+def check_superset(chunk: int, warps: int) -> list[str]:
+    """Problems of `superset_rows` against torch: row lengths of every remainder mod 4, row
+    counts below and above the grid, rows with -inf, +inf and NaN, an all -inf row."""
+    problems = []
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for rows, cols in ((3, 50257), (7, 50258), (133, 50259), (300, 50260), (1001, 30001), (5, 997)):
+        x = torch.randn(rows, cols, device="cuda", generator=gen) * 4
+        x[0, 3] = float("-inf")
+        x[1, :] = float("-inf")
+        x[2, cols - 1] = float("inf")
+        if rows > 4:
+            x[3, cols // 2] = float("nan")
+            x[4, :2] = float("inf")
+        for log in (True, False):
+            want = torch.log_softmax(x, -1) if log else torch.softmax(x, -1)
+            got = superset_rows(x, log, chunk, warps)
+            if not (
+                torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+            ):
+                problems.append(f"{rows}x{cols} log={log}: NaN/inf positions differ")
+                continue
+            fin = want.isfinite()
+            err = (got[fin] - want[fin]).abs().max().item()
+            if err > (1e-4 if log else 1e-6):
+                problems.append(f"{rows}x{cols} log={log}: max error {err:.3g}")
+    return problems
+
+
 def _median_us(fn, reps: int) -> float:
     fn()
     torch.cuda.synchronize()
@@ -147,8 +294,14 @@ def main() -> None:
     ap.add_argument("--configs", default="4096x32x1,1024x16x1,2048x16x1,4096x32x4,2048x16x4")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--superset", default="", help="CHUNKxWARPS configs of the superset kernel (then only it)"
+    )
     args = ap.parse_args()
     results = []
+    if args.superset:
+        _superset_main(args)
+        return
     for cols in (int(c) for c in args.cols.split(",")):
         gen = torch.Generator(device="cuda").manual_seed(0)
         x = torch.randn(args.rows, cols, device="cuda", generator=gen) * 3
@@ -182,6 +335,36 @@ def main() -> None:
                 lambda x=x, c=chunk, w=warps, v=vec: smem_rows(x, True, c, w, v), args.reps
             )
             row.update(us=us, eager_us=eager_us, tb_per_s=2 * x.numel() * 4 / us / 1e6)
+            print(row, flush=True)
+            results.append(row)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+
+
+def _superset_main(args: argparse.Namespace) -> None:
+    results = []
+    for cols in (int(c) for c in args.cols.split(",")):
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(args.rows, cols, device="cuda", generator=gen) * 3
+        eager_us = _median_us(lambda x=x: torch.log_softmax(x, -1), args.reps)
+        for spec in args.superset.split(","):
+            chunk, warps = (int(v) for v in spec.split("x"))
+            row = {
+                "rows": args.rows,
+                "cols": cols,
+                "chunk": chunk,
+                "warps": warps,
+                "superset": True,
+            }
+            try:
+                row["problems"] = check_superset(chunk, warps)
+                us = _median_us(
+                    lambda x=x, c=chunk, w=warps: superset_rows(x, True, c, w), args.reps
+                )
+            except Exception as exc:  # a config that does not compile: reported, not fatal
+                row["error"] = f"{type(exc).__name__}: {str(exc)[-300:]}"
+            else:
+                row.update(us=us, eager_us=eager_us, tb_per_s=2 * x.numel() * 4 / us / 1e6)
             print(row, flush=True)
             results.append(row)
     if args.out:

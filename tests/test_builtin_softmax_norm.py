@@ -562,6 +562,67 @@ def test_long_row_pipeline_buffers_fit_an_h100_block_shared_memory(tmp_path) -> 
     assert all(0 < n <= 227 * 1024 for n in shared), shared
 
 
+_GLUON_CHILD = r"""
+import importlib.util, json, os, re, sys
+os.environ["TRITON_INTERPRET"] = "0"
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+
+found = []
+for number, path in enumerate(json.loads(sys.argv[1])):
+    spec = importlib.util.spec_from_file_location(f"_gluon_{number}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    for red in (50257, 32769):
+        consts, chunk_bytes = module._smem_rows_consts(red)
+        options = {"num_warps": consts.pop("num_warps")}
+        signature = {"a_ptr": "*fp32", "out_ptr": "*fp32", "ROWS": "i32", "R": "i32",
+                     **{k: "constexpr" for k in consts}}
+        aligned = {(i,): [["tt.divisibility", 16]] for i in range(2)}  # as a launch specializes
+        src = GluonASTSource(fn=module._smem_rows_kernel, signature=signature, constexprs=consts,
+                             attrs=aligned)
+        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+        ptx = kernel.asm["ptx"]
+        found.append({"shared": kernel.metadata.shared, "chunks": chunk_bytes,
+                      "scratch": module._SMEM_SCRATCH, "nchunk": consts["NCHUNK"],
+                      "copies16": len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)),
+                      "stores16": len(re.findall(r"st\.global\.v4\.b32", ptx))})
+print(json.dumps(found))
+"""
+
+
+def test_smem_rows_kernel_compiles_for_sm90_with_16_byte_copies_and_stores(tmp_path) -> None:
+    """The Gluon kernel for long f32 rows (GPU only: the interpreter cannot run Gluon) compiles
+    for an H100/H200 with this Triton; every row chunk is copied in and stored out in 16-byte
+    vectors although rows start at any 4-byte offset, and its shared memory (chunks and the
+    reductions' scratch) stays within the budget the plan checks against a block's limit."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.experimental.gluon")
+    paths = []
+    for op in ("_softmax.default", "_log_softmax.default"):
+        path = tmp_path / f"{op}.py"
+        path.write_text(_write(softmax, op, []), encoding="utf-8")
+        paths.append(str(path))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _GLUON_CHILD, json.dumps(paths)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    if proc.returncode != 0 and "ptxas" in proc.stderr:
+        pytest.skip(f"Triton's CUDA backend is not usable here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for k in json.loads(proc.stdout.strip().splitlines()[-1]):
+        assert k["chunks"] < k["shared"] <= k["chunks"] + k["scratch"], k
+        assert k["shared"] <= 227 * 1024, k
+        # two copies per chunk in the code (the first row's, the next row's), one store each
+        assert k["copies16"] == 2 * k["nchunk"] and k["stores16"] == k["nchunk"], k
+
+
 def _batch_norm_args(op: str, case, gen: torch.Generator):
     """Positive variances and inverse standard deviations, as batch norm always sees them."""
     args, kwargs = materialize_case(op, case, gen)

@@ -555,6 +555,116 @@ def _long_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: t
         tl.store(out_ptr + e_offs, y.to(out_ptr.dtype.element_ty), mask=e_ok)
 
 
+# Long f32 rows held in shared memory (Gluon, Triton's explicit-layout dialect; GPU only): each
+# row read from HBM once, where `_long_rows_kernel` reads it twice (its second read partly from
+# L2). Gluon is experimental and its surface moves between releases: the copy and barrier names
+# below are the ones of Triton 3.6 (measured) and 3.9 (compiled), and a Triton without it keeps
+# the two-pass kernel.
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
+except ImportError:
+    gluon = None
+
+if gluon is not None:
+    _gl_copy = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
+    _gl_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+
+    @gluon.jit
+    def _smem_geometry(row, R):
+        """A row's aligned superset: its first element rounded down to a 16-byte vector (base,
+        in elements), the row's offset in it (shift) and the end of its whole vectors (full)."""
+        start = row.to(gl.int64) * R
+        base = start // 4 * 4
+        shift = (start - base).to(gl.int32)
+        full = (shift + R) // 4 * 4
+        return base, shift, full
+
+    @gluon.jit
+    def _smem_fold(x, ok, mv, sv):
+        """Per-lane running max and sum with one exp per element (exp(-|x - mv|) serves a new
+        max and an old one); -inf elements and the lanes outside the row are skipped. NaN
+        makes the lane's sum NaN; +inf becomes the lane's max, and the row's sum NaN when the
+        lanes are combined (exp(inf - inf)): a NaN row either way, as eager gives."""
+        e = gl.exp(-gl.abs(x - mv))
+        up = x > mv
+        ok = ok & (x != float("-inf"))
+        sv = gl.where(ok, gl.where(up, sv * e + 1.0, sv + e), sv)
+        mv = gl.where(ok & up, x, mv)
+        return mv, sv
+
+    @gluon.jit
+    def _smem_out(x, m, s, ls, MODE: gl.constexpr):
+        if MODE == 0:
+            y = gl.exp(x - m) / s
+        else:
+            y = x - m - ls
+        return y
+
+    @gluon.jit
+    def _smem_rows_kernel(a_ptr, out_ptr, ROWS, R, MODE: gl.constexpr, CHUNK: gl.constexpr,
+                          NCHUNK: gl.constexpr, L: gl.constexpr, SL: gl.constexpr):
+        """Softmax / log_softmax of f32 rows pid, pid + grid, ... (one program per SM), each
+        held in NCHUNK shared-memory chunks of CHUNK elements.
+
+        A row is copied in (cp.async, 16-byte vectors) as its aligned superset: from its first
+        element rounded down to a vector up to its last whole vector, however the rows fall
+        (50257-long rows start at every 4-byte offset); the superset's lanes outside the row
+        are masked in the math, and the row's last partial vector comes from a plain load. Each
+        chunk is folded into per-lane statistics as it arrives; then each chunk is read back,
+        its output stored (the whole vectors the row owns, 16 bytes each; its first partial
+        vector from a plain load and masked stores), and the chunk refilled with the next
+        row's copy, so the next row's bytes are in flight while this one is written. Every
+        thread reads back only the elements its own copies wrote (layout L for both), so a
+        wait on its own copy groups suffices before a chunk is read; a barrier before a chunk
+        is refilled."""
+        pid = gl.program_id(0)
+        P = gl.num_programs(0)
+        smem = gl.allocate_shared_memory(a_ptr.dtype.element_ty, [NCHUNK, CHUNK], SL)
+        offs = gl.arange(0, CHUNK, layout=L)
+        row = pid
+        base, shift, full = _smem_geometry(row, R)
+        for c in gl.static_range(NCHUNK):
+            i = c * CHUNK + offs
+            _gl_copy(smem.index(c), a_ptr + base + i, mask=(i < full) & (row < ROWS))
+            async_copy.commit_group()
+        while row < ROWS:
+            base, shift, full = _smem_geometry(row, R)
+            t_ok = offs < shift + R - full
+            xt = gl.load(a_ptr + base + full + offs, mask=t_ok, other=float("-inf"))
+            h_ok = (offs >= shift) & (offs < 4)
+            xh = gl.load(a_ptr + base + offs, mask=h_ok, other=float("-inf"))
+            mv = gl.full([CHUNK], float("-inf"), gl.float32, L)
+            sv = gl.zeros([CHUNK], gl.float32, L)
+            for c in gl.static_range(NCHUNK):
+                async_copy.wait_group(NCHUNK - 1 - c)
+                i = c * CHUNK + offs
+                mv, sv = _smem_fold(smem.index(c).load(L), (i >= shift) & (i < full), mv, sv)
+            mv, sv = _smem_fold(xt, t_ok, mv, sv)
+            m = gl.max(mv, axis=0)
+            s = gl.sum(gl.where(mv == float("-inf"), 0.0, sv * gl.exp(mv - m)), axis=0)
+            ls = gl.log(s)
+            first = gl.where(shift > 0, 4, 0)  # a partial first vector is stored apart
+            nxt = row + P
+            n_base, n_shift, n_full = _smem_geometry(nxt, R)
+            for c in gl.static_range(NCHUNK):
+                i = c * CHUNK + offs
+                y = _smem_out(smem.index(c).load(L), m, s, ls, MODE)
+                gl.store(out_ptr + base + i, y, mask=(i >= first) & (i < full))
+                _gl_barrier()
+                _gl_copy(smem.index(c), a_ptr + n_base + i, mask=(i < n_full) & (nxt < ROWS))
+                async_copy.commit_group()
+            gl.store(out_ptr + base + offs, _smem_out(xh, m, s, ls, MODE), mask=h_ok)
+            gl.store(out_ptr + base + full + offs, _smem_out(xt, m, s, ls, MODE), mask=t_ok)
+            row = nxt
+        async_copy.wait_group(0)
+
+    def _smem_rows(a, b, out, ROWS, R, GRID, **consts):
+        """`_smem_rows_kernel` with the call shape of the other plans' launchers."""
+        _smem_rows_kernel[(GRID,)](a, out, ROWS, R, **consts)
+
+
 @triton.jit
 def _cols_kernel(a_ptr, b_ptr, out_ptr, INNER, R, NIB, MODE: tl.constexpr, ACC: tl.constexpr,
                  ONE_PASS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
@@ -706,6 +816,15 @@ _LONG_STORE_CACHE = ""
 _PERSIST_MIN_ROW_BYTES = 96 * 1024
 _LONG_WARPS_SHORT = 4
 _LONG_STAGES_SHORT = 1
+# Long f32 forward rows held in shared memory (`_smem_rows_kernel`, Gluon; GPU only), when a
+# row's chunks and _SMEM_SCRATCH bytes for the reductions fit a block's shared memory: one
+# program of _SMEM_WARPS warps per SM, rows in chunks of _SMEM_CHUNK elements (a multiple of
+# 128 * _SMEM_WARPS: one 16-byte vector per thread per chunk at the least). H200, [8192, 50257]
+# f32 log_softmax: 952 us against 1168 for `_long_rows_kernel` (docs/BENCHMARKS.md §25).
+_SMEM_ROWS = True
+_SMEM_CHUNK = 2048
+_SMEM_WARPS = 16
+_SMEM_SCRATCH = 4096
 _INTERPRET_PROGRAMS = 3  # interpreter grid for long rows: a few, so that programs take turns
 
 _PLANS = {}  # (shape, dtypes, dim, device) -> (kernel launcher, constexprs, make output)
@@ -742,6 +861,35 @@ def _long_head(red, element_size, wide_acc):
     return min(1 << (n.bit_length() - 1), _pow2(red))
 
 
+def _smem_rows_plan(a, outer, red, out_dtype):
+    """(launcher, sizes, constexprs) of `_smem_rows_kernel` for these rows, or None: f32
+    softmax / log_softmax rows on an NVIDIA GPU with cp.async (sm_80+) whose shared memory
+    per block holds a row's aligned superset in whole chunks."""
+    if not (_SMEM_ROWS and gluon is not None and not _INTERPRET and _MODE < 2
+            and a.device.type == "cuda" and torch.version.hip is None
+            and a.dtype == torch.float32 and out_dtype == torch.float32
+            and _SMEM_CHUNK % (128 * _SMEM_WARPS) == 0):
+        return None
+    index = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    if torch.cuda.get_device_capability(index)[0] < 8:
+        return None
+    consts, chunk_bytes = _smem_rows_consts(red)
+    shared = triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
+    if chunk_bytes + _SMEM_SCRATCH > shared:
+        return None
+    return _smem_rows, (outer, red), dict(GRID=min(outer, _num_sms(index)), **consts)
+
+
+def _smem_rows_consts(red):
+    """`_smem_rows_kernel`'s constexprs for rows of `red` f32 elements, and the shared memory
+    its chunks take (bytes)."""
+    nchunk = _cdiv(red + 3, _SMEM_CHUNK)
+    consts = dict(MODE=_MODE, CHUNK=_SMEM_CHUNK, NCHUNK=nchunk,
+                  L=gl.BlockedLayout([4], [32], [_SMEM_WARPS], [0]),
+                  SL=gl.SwizzledSharedLayout(1, 1, 1, [0]), num_warps=_SMEM_WARPS)
+    return consts, nchunk * _SMEM_CHUNK * 4
+
+
 def _plan(a, dim, out_dtype):
     ndim = a.dim()
     rank = max(ndim, 1)
@@ -768,6 +916,9 @@ def _plan(a, dim, out_dtype):
                           num_warps=_BODY_WARPS if not _SMALL else 4)
             return _row_body_kernel[(outer,)], (outer, red), consts
         if _pow2(red) > one_pass_max:
+            smem_plan = _smem_rows_plan(a, outer, red, out_dtype)
+            if smem_plan is not None:
+                return smem_plan
             block_n, stages = _long_pipeline(a.element_size() * (2 if _MODE >= 2 else 1),
                                              acc == tl.float64)
             warps = _LONG_WARPS

@@ -1,0 +1,58 @@
+"""GPU-only (marker `gpu`): long f32 softmax / log_softmax rows through the shared-memory kernel
+(`_smem_rows_kernel`, Gluon), which the interpreter cannot run.
+
+Rows start at every 4-byte offset (odd lengths), programs take one row or many (row counts below
+and above the SM count), and rows hold -inf (skipped; an all -inf row is NaN), +inf and NaN (a
+NaN row) in the row's first and last partial vectors and in its body, as eager has them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+from kernel_loading import load_kernel
+
+from agent.providers.builtin.registry import WRITERS
+from agent.providers.builtin.request import KernelRequest
+
+pytestmark = pytest.mark.gpu
+
+_SHAPES = [(3, 50257), (7, 50258), (133, 50259), (300, 50260), (1001, 40001), (5, 32769)]
+
+
+def _rows(rows: int, cols: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=gen) * 4
+    x[0, 3] = float("-inf")
+    x[1] = float("-inf")  # eager: a NaN row
+    x[2, cols - 1] = float("inf")  # in the row's last partial vector (most lengths)
+    x[0, 0] = -1e30  # a first partial vector (most rows)
+    if rows > 4:
+        x[3, cols // 2] = float("nan")
+        x[4, :2] = float("inf")
+    return x.cuda()
+
+
+@pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
+@pytest.mark.parametrize(("rows", "cols"), _SHAPES)
+def test_long_f32_rows_match_eager_through_shared_memory(op, rows, cols, tmp_path) -> None:
+    kernel = load_kernel(op, WRITERS[op](KernelRequest(op, "", [])), tmp_path)
+    module = sys.modules[kernel.__module__]
+    x = _rows(rows, cols, rows)
+    assert module._plan(x, 1, torch.float32)[0] is module._smem_rows
+    got = kernel(x, 1, False)
+    want = getattr(torch.ops.aten, op.split(".")[0])(x, 1, False)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    # the same bits on every call (NaN where NaN)
+    torch.testing.assert_close(kernel(x, 1, False), got, rtol=0, atol=0, equal_nan=True)
+
+
+def test_rows_past_shared_memory_keep_the_two_pass_kernel(tmp_path) -> None:
+    op = "_log_softmax.default"
+    kernel = load_kernel(op, WRITERS[op](KernelRequest(op, "", [])), tmp_path)
+    module = sys.modules[kernel.__module__]
+    x = torch.randn(4, 70001, device="cuda")
+    assert module._plan(x, 1, torch.float32)[0] is not module._smem_rows
+    torch.testing.assert_close(kernel(x, 1, False), torch.log_softmax(x, 1))
