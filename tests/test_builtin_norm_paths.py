@@ -72,6 +72,7 @@ LN_BWD_CASES = [
 # alternatives, each forcing a different step shape
 LN_BWD_KNOBS = [
     {"_INTERPRET": False},
+    {"_INTERPRET": False, "_LNB_SPLIT_ROW": False},
     {"_INTERPRET": False, "_LNB_WARP_ROW": 0},
     {"_INTERPRET": False, "_LNB_WARP_ROW": 0, "_LNB_ROWS": 8, "_LNB_WARPS": 4, "_LNB_STAGES": 1},
     {"_INTERPRET": False, "_LNB_WARP_ROW": 0, "_LNB_ROWS": 1, "_LNB_PROGRAMS_PER_SM": 8,
@@ -102,6 +103,29 @@ def test_layer_norm_backward_matches_eager_on_gpu_sized_plans(knobs: dict, tmp_p
     cases = [parse_case(c) for c in LN_BWD_CASES]
     kernel = _load("norm", LN_BWD, cases, tmp_path, **knobs)
     assert _ln_bwd_problems(kernel, LN_BWD_CASES) == []
+
+
+def test_layer_norm_backward_takes_768_wide_rows_as_two_tiles(tmp_path: Path) -> None:
+    """GPU planning splits a 768-wide row into tiles of 512 and 256 columns (one tile would pad
+    it to 1024), and the two tiles' sums make the same results as eager's."""
+    case = LN_BWD_CASES[0]
+    kernel = _load("norm", LN_BWD, [parse_case(case)], tmp_path, _INTERPRET=False)
+    launched: list[dict] = []
+    rows_kernel = kernel.__globals__["_ln_bwd"]
+
+    class Spy:
+        def __getitem__(self, grid):
+            launch = rows_kernel[grid]
+
+            def run(*args, **kwargs):
+                launched.append(kwargs)
+                return launch(*args, **kwargs)
+
+            return run
+
+    kernel.__globals__["_ln_bwd"] = Spy()
+    assert _ln_bwd_problems(kernel, [case]) == []
+    assert [(k["BLOCK_N"], k["BLOCK_N2"]) for k in launched] == [(512, 256)]
 
 
 def test_layer_norm_backward_gpu_plan_is_deterministic_over_ragged_row_steps(

@@ -215,15 +215,28 @@ def _layer_norm_plan(input, normalized_shape, weight, bias):
 _LN_BWD = '''
 
 @triton.jit
+def _ln_bwd_tile(g_ptr, x_ptr, rows, row_ok, cols, col_ok, N, mean, rstd, ACC: tl.constexpr):
+    """A [rows, cols] tile of the one-pass backward: offsets, mask, g and xhat (0 outside)."""
+    m = row_ok[:, None] & col_ok[None, :]
+    offs = rows[:, None] * N + cols[None, :]
+    x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
+    g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
+    return offs, m, g, tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+
+
+@triton.jit
 def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP,
             HAS_W: tl.constexpr, WANT_DX: tl.constexpr, WANT_DW: tl.constexpr,
             WANT_DB: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
             STAGES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-            PDL_NEXT: tl.constexpr):
+            PDL_NEXT: tl.constexpr, BLOCK_N2: tl.constexpr = 0):
     """Rows [p*RPP, (p+1)*RPP): grad_input, and this program's column sums of g*xhat and g:
     rows p and P + p of the [2P, N] fp32 workspace (P programs; each element written once, so
     the second kernel sums them in a fixed order: no atomics, no read-after-write races).
-    PDL_NEXT: the column-sum launch may start now (it waits for this grid's results itself)."""
+    PDL_NEXT: the column-sum launch may start now (it waits for this grid's results itself).
+    ONE_PASS with BLOCK_N2 > 0: the row is two tiles, columns [0, BLOCK_N) and [BLOCK_N,
+    BLOCK_N + BLOCK_N2) (768 = 512 + 256: no padded lanes holding registers and doing math,
+    where one tile pads 768 to 1024)."""
     _pdl_enter(False, PDL_NEXT)
     p = tl.program_id(0).to(tl.int64)
     row_start = p * RPP
@@ -240,28 +253,52 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP
         # rows of each step cost ~20 barriers and shared-memory round trips per step
         acc_w = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         acc_b = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        if BLOCK_N2 > 0:
+            cols2 = BLOCK_N + tl.arange(0, BLOCK_N2)
+            col_ok2 = cols2 < N
+            w2 = tl.full([BLOCK_N2], 1.0, ACC)
+            if HAS_W:
+                w2 = tl.load(w_ptr + cols2, mask=col_ok2, other=0).to(ACC)
+            acc_w2 = tl.zeros([BLOCK_M, BLOCK_N2], ACC)
+            acc_b2 = tl.zeros([BLOCK_M, BLOCK_N2], ACC)
         for r0 in tl.range(row_start, row_end, BLOCK_M, num_stages=STAGES):
             rows = r0 + tl.arange(0, BLOCK_M)
             row_ok = rows < row_end
-            m = row_ok[:, None] & col_ok[None, :]
-            offs = rows[:, None] * N + cols[None, :]
             mean = tl.load(mean_ptr + rows, mask=row_ok, other=0).to(ACC)
             rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0).to(ACC)
-            x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
-            g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
-            xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+            offs, m, g, xhat = _ln_bwd_tile(g_ptr, x_ptr, rows, row_ok, cols, col_ok, N, mean,
+                                            rstd, ACC)
+            if BLOCK_N2 > 0:
+                offs2, m2, g2, xhat2 = _ln_bwd_tile(g_ptr, x_ptr, rows, row_ok, cols2, col_ok2,
+                                                    N, mean, rstd, ACC)
             if WANT_DX:
                 wg = g * w[None, :]
-                c1 = tl.sum(wg * xhat, axis=1) / N
-                c2 = tl.sum(wg, axis=1) / N
+                c1 = tl.sum(wg * xhat, axis=1)
+                c2 = tl.sum(wg, axis=1)
+                if BLOCK_N2 > 0:
+                    wg2 = g2 * w2[None, :]
+                    c1 += tl.sum(wg2 * xhat2, axis=1)
+                    c2 += tl.sum(wg2, axis=1)
+                c1 = c1 / N
+                c2 = c2 / N
                 dx = (wg - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
                 tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=m)
+                if BLOCK_N2 > 0:
+                    dx2 = (wg2 - c2[:, None] - xhat2 * c1[:, None]) * rstd[:, None]
+                    tl.store(dx_ptr + offs2, dx2.to(dx_ptr.dtype.element_ty), mask=m2)
             acc_w += g * xhat
             acc_b += g
+            if BLOCK_N2 > 0:
+                acc_w2 += g2 * xhat2
+                acc_b2 += g2
         if WANT_DW:
             tl.store(pw_ptr + cols, tl.sum(acc_w, axis=0), mask=col_ok)
+            if BLOCK_N2 > 0:
+                tl.store(pw_ptr + cols2, tl.sum(acc_w2, axis=0), mask=col_ok2)
         if WANT_DB:
             tl.store(pb_ptr + cols, tl.sum(acc_b, axis=0), mask=col_ok)
+            if BLOCK_N2 > 0:
+                tl.store(pb_ptr + cols2, tl.sum(acc_b2, axis=0), mask=col_ok2)
     else:
         if WANT_DX:
             for r0 in range(row_start, row_end, BLOCK_M):
@@ -359,6 +396,11 @@ def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.c
 _LNB_WARP_ROW = 1024
 _LNB_WARP_PROGRAMS_PER_SM = 4
 _LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
+# one-pass rows of N elements as two power-of-two tiles when they pad less than one (768 = 512 +
+# 256 instead of 1024: a quarter of the lanes' registers and math saved; the one-warp row kernel
+# 238 -> 168 registers for sm_90). H200, evaluator timing, one tile / two: [32,197,768] f32 22.1
+# / 21.8 us, [8,1024,768] bf16 17.9 / 17.4, [8,512,768] f32 16.9 / 16.5 (docs/BENCHMARKS.md §25)
+_LNB_SPLIT_ROW = True
 # longer rows: rows per loop step of the one-pass row kernel (0: about 4096 elements a step),
 # warps (0: by the step's elements; H200 bf16 [8192, 768]: 20 us vs 26 for 4 warps against 8),
 # programs per SM (each writes one partial row to reduce)
@@ -402,8 +444,15 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     target = _target_programs(input)  # 4 per SM
     # a few programs per SM, each over several row tiles: few partial rows to reduce
     one_pass, block_m, block_n = _ln_blocks(max(M, 1), max(N, 1), max(1, target // 4))
+    block_n2 = 0
+    if one_pass and _LNB_SPLIT_ROW and N > 2:  # two tiles where they pad less than one
+        low = 1 << (N.bit_length() - 1)
+        rest = max(2, _pow2(N - low)) if N > low else 0
+        if rest and low + rest < block_n:
+            block_n, block_n2 = low, rest
     # (fp64 accumulators take twice the registers)
-    if one_pass and not small and block_n * (2 if acc == tl.float64 else 1) <= _LNB_WARP_ROW:
+    if (one_pass and not small
+            and (block_n + block_n2) * (2 if acc == tl.float64 else 1) <= _LNB_WARP_ROW):
         block_m, per_sm, warps = 1, _LNB_WARP_PROGRAMS_PER_SM, 1
     else:
         if one_pass and _LNB_ROWS and not small:
@@ -420,7 +469,7 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     pdl = bool(sums and _LNB_PDL and _pdl_ok(device))
     rows_consts = dict(HAS_W=has_w, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db, ACC=acc,
                        ONE_PASS=one_pass, STAGES=stages, BLOCK_M=block_m,
-                       BLOCK_N=block_n, PDL_NEXT=pdl, num_warps=warps)
+                       BLOCK_N=block_n, PDL_NEXT=pdl, BLOCK_N2=block_n2, num_warps=warps)
     parts = programs if M > 0 else 0  # M == 0: the sums are zeros
     # one loop step over all partial rows where they fit: the loads of a step are all in flight
     block_c = max(2, min(_pow2(N), 32 if small else _LNB_SUM_COLS))
