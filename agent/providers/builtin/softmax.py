@@ -16,7 +16,9 @@ the softmax dim:
   (`_window_stream_kernel`), or, shorter than a vector, gathered through a flat tile; a longer
   row (a 50k vocabulary) takes an online pass (running max and rescaled sum) and a writing
   pass, on a persistent grid of about one program per SM (its second read mostly from HBM for
-  f32 rows of 201 KB: docs/BENCHMARKS.md §13-§15, §22);
+  f32 rows of 201 KB: docs/BENCHMARKS.md §13-§15, §22), except f32 forward rows on an NVIDIA
+  GPU whose shared memory holds them: there one program per SM holds each row in shared
+  memory (`_smem_rows_kernel`, Gluon) and reads it from HBM once (§25);
 - `inner > 1`: the same on a column tile, coalesced along inner.
 Arithmetic is fp32 (fp64 for fp64 inputs), whatever the storage dtype; the result is stored in
 eager's dtype (fp32 for half_to_float, `input_dtype` for the backward ops).
@@ -819,8 +821,9 @@ _LONG_STAGES_SHORT = 1
 # Long f32 forward rows held in shared memory (`_smem_rows_kernel`, Gluon; GPU only), when a
 # row's chunks and _SMEM_SCRATCH bytes for the reductions fit a block's shared memory: one
 # program of _SMEM_WARPS warps per SM, rows in chunks of _SMEM_CHUNK elements (a multiple of
-# 128 * _SMEM_WARPS: one 16-byte vector per thread per chunk at the least). H200, [8192, 50257]
-# f32 log_softmax: 952 us against 1168 for `_long_rows_kernel` (docs/BENCHMARKS.md §25).
+# 128 * _SMEM_WARPS: one 16-byte vector per thread per chunk at the least). H200, evaluator
+# timing, [8192, 50257] f32 log_softmax: 885 us against 1162 for `_long_rows_kernel`; 4096 x 32
+# 896, 4096 x 16 910, 2048 x 8 1026 (docs/BENCHMARKS.md §25).
 _SMEM_ROWS = True
 _SMEM_CHUNK = 2048
 _SMEM_WARPS = 16
@@ -1017,7 +1020,8 @@ _PLAN = (
     "softmax dim; inner == 1 runs a row kernel (BLOCK_M rows per program), inner > 1 a column "
     "kernel coalesced along inner. A row that fits one tile is loaded once; a longer one takes an "
     "online pass (running max, rescaled sum) and a writing pass on a persistent grid (the row is "
-    "re-read from L2). Arithmetic is fp32 (fp64 for fp64 inputs)."
+    "re-read from L2), or, f32 forward rows on a GPU, is held in shared memory and read once. "
+    "Arithmetic is fp32 (fp64 for fp64 inputs)."
 )
 NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
 
