@@ -56,3 +56,36 @@ def test_rows_past_shared_memory_keep_the_two_pass_kernel(tmp_path) -> None:
     x = torch.randn(4, 70001, device="cuda")
     assert module._plan(x, 1, torch.float32)[0] is not module._smem_rows
     torch.testing.assert_close(kernel(x, 1, False), torch.log_softmax(x, 1))
+
+
+def _window_rows(shape, dtype, seed: int) -> torch.Tensor:
+    """49-wide rows (windowed attention) with -inf, +inf and NaN in some rows, next to rows
+    whose windows hold them: a row's result must not see its neighbours'."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(*shape, generator=gen) * 3).to(dtype)
+    flat = x.view(-1, shape[-1])
+    flat[0] = float("-inf")  # eager: a NaN row
+    flat[1, :7] = float("-inf")
+    flat[3, 0] = float("inf")  # in the vector shared with row 2's tail
+    flat[5, 48] = float("nan")  # in the vector shared with row 6's head
+    flat[9, 20] = float("inf")
+    flat[12, 1] = 60000.0 if dtype == torch.float16 else 1e30  # a neighbour far above the row
+    return x.cuda()
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
+@pytest.mark.parametrize(("shape", "dtype"), [((64, 3, 49, 49), torch.float16),
+                                              ((37, 49), torch.bfloat16)])  # fmt: skip
+def test_window_rows_match_eager_with_infinities_and_nan(op, shape, dtype, persistent, tmp_path):
+    """The window kernels' masks as arithmetic on opaque values (`_WIN_ARITH`, inline PTX: GPU
+    only): eager's values and NaN pattern, per-tile and persistent."""
+    kernel = load_kernel(op, WRITERS[op](KernelRequest(op, "", [])), tmp_path)
+    module = sys.modules[kernel.__module__]
+    if not persistent:
+        module._WIN_PROGRAMS_PER_SM = 0
+    x = _window_rows(shape, dtype, 3)
+    assert module._plan(x, -1, dtype)[2]["ARITH"]
+    got = kernel(x, -1, False)
+    want = getattr(torch.ops.aten, op.split(".")[0])(x, -1, False)
+    torch.testing.assert_close(got, want, equal_nan=True)

@@ -269,16 +269,66 @@ def _window_geometry(R: tl.constexpr, RB: tl.constexpr, W: tl.constexpr, CH: tl.
 
 
 @triton.jit
+def _opaque(x, GPU: tl.constexpr):
+    """int32 x, out of the compiler's sight on the GPU (an inline-asm move): arithmetic on a
+    0/1 mask made from it stays arithmetic, where LLVM turns a known 0/1 value back into a
+    compare and a select. The interpreter takes x as it is."""
+    if GPU:
+        return tl.inline_asm_elementwise("mov.b32 $$0, $$1;", "=r,r", [x], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    else:
+        return x
+
+
+@triton.jit
+def _window_masks(c, start, R: tl.constexpr, GPU: tl.constexpr):
+    """`_window_math`'s ARITH masks, loop-invariant: 1 where a lane holds the row's own element
+    (else 0), 1 where it holds the previous row's tail (else 0), and the bits of 0.0 for own
+    lanes (else -inf), all int32."""
+    own = (c >= start) & (c < start + R)
+    return (_opaque(own.to(tl.int32), GPU), _opaque((c < start).to(tl.int32), GPU),
+            _opaque(tl.where(own, 0, -8388608), GPU))  # 0xff800000: -inf
+
+
+@triton.jit
+def _row_pick(v, prev_v, tail):
+    """Per lane, the previous row's value where tail is 1, else the row's own, by integer
+    arithmetic on the bits (exact for every value, NaN and infinities included)."""
+    own_bits = v.to(tl.int32, bitcast=True)[:, None]
+    step = (prev_v.to(tl.int32, bitcast=True) - v.to(tl.int32, bitcast=True))[:, None]
+    return (own_bits + tail * step).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _window_math(a, b, c, start, R: tl.constexpr, MODE: tl.constexpr, ACC: tl.constexpr,
-                 RB: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr):
+                 RB: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr, w_own=None,
+                 t_tail=None, bias_own=None, ARITH: tl.constexpr = False):
     """The op on an [RB, W] window tile as loaded (a; b for the backward modes): statistics
     over each row's own elements (start <= c < start + R), the previous row's tail (c < start)
-    finished with that row's statistics."""
+    finished with that row's statistics.
+
+    ARITH (the forward modes, fp32 statistics): the masks as integer and float arithmetic with
+    `_window_masks`' values instead of compares and selects, which make the kernel ALU-bound
+    (Nsight Compute: ALU pipe 64%, DRAM 29%): the max over a + (0 or -inf) (a NaN it makes
+    from a neighbour's +inf is ignored by the max, as a NaN of the row's own is: that row's
+    sum makes it NaN), the sum over the bits of e times 0 or 1 (a neighbour's inf or NaN
+    adds +0.0), the previous row's statistics picked by `_row_pick`."""
     a = a.to(ACC)
     rp = tl.maximum(tl.arange(0, RB) - 1, 0)
     own = (c >= start) & (c < start + R)
     if DEBUG:
         y = a
+    elif ARITH and MODE < 2:
+        mx = tl.max(a + bias_own.to(tl.float32, bitcast=True), axis=1)
+        m_sel = _row_pick(mx, tl.gather(mx, rp, 0), t_tail)
+        e = _exp_fast(a - m_sel, FTZ)
+        s = tl.sum((e.to(tl.int32, bitcast=True) * w_own).to(tl.float32, bitcast=True), axis=1)
+        if MODE == 0:
+            inv = 1.0 / s
+            y = e * _row_pick(inv, tl.gather(inv, rp, 0), t_tail)
+        else:
+            ls = tl.log(s)
+            y = (a - m_sel) - _row_pick(ls, tl.gather(ls, rp, 0), t_tail)
     elif MODE < 2:
         mx = tl.max(tl.where(own, a, float("-inf")), axis=1)
         m_sel = tl.where(c < start, tl.gather(mx, rp, 0)[:, None], mx[:, None])
@@ -307,7 +357,8 @@ def _window_math(a, b, c, start, R: tl.constexpr, MODE: tl.constexpr, ACC: tl.co
 @triton.jit
 def _window_tile(a_ptr, b_ptr, out_ptr, base, rows, TOTAL, R: tl.constexpr, MODE: tl.constexpr,
                  ACC: tl.constexpr, RB: tl.constexpr, W: tl.constexpr, CH: tl.constexpr,
-                 MASKED: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr):
+                 MASKED: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr,
+                 ARITH: tl.constexpr = False, GPU: tl.constexpr = False):
     """RB rows of R elements from flat offset `base` (16-byte aligned; `rows` of them valid),
     each read through an aligned window: W elements from the CH-element vector (16 bytes) that
     holds the row's first element, so that every access is a whole vector however the rows
@@ -332,7 +383,9 @@ def _window_tile(a_ptr, b_ptr, out_ptr, base, rows, TOTAL, R: tl.constexpr, MODE
     b = a
     if MODE >= 2:
         b = tl.load(b_ptr + offs, mask=ld_ok, other=0)
-    y = _window_math(a, b, c, start, R, MODE, ACC, RB, FTZ, DEBUG)
+    w_own, t_tail, bias_own = _window_masks(c, start, R, GPU)
+    y = _window_math(a, b, c, start, R, MODE, ACC, RB, FTZ, DEBUG, w_own, t_tail, bias_own,
+                     ARITH)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=st_ok)
 
 
@@ -340,7 +393,8 @@ def _window_tile(a_ptr, b_ptr, out_ptr, base, rows, TOTAL, R: tl.constexpr, MODE
 def _window_stream_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.constexpr,
                           MODE: tl.constexpr, ACC: tl.constexpr, RB: tl.constexpr,
                           W: tl.constexpr, CH: tl.constexpr, FTZ: tl.constexpr,
-                          DEBUG: tl.constexpr):
+                          DEBUG: tl.constexpr, ARITH: tl.constexpr = False,
+                          GPU: tl.constexpr = False):
     """`_window_rows_kernel` on a persistent grid: program p takes the unmasked tiles p,
     p + G, ... below LAST and loads its next tile before the math of the current one; the
     last program also takes tile LAST (masked)."""
@@ -348,6 +402,7 @@ def _window_stream_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.conste
     G = tl.num_programs(0)
     STEP: tl.constexpr = RB * R
     first, owned, start, c = _window_geometry(R, RB, W, CH)
+    w_own, t_tail, bias_own = _window_masks(c, start, R, GPU)
     offs = first[:, None] + c
     more = (c < W) & (tl.full([1, W], 0, tl.int32) + pid < LAST)
     a_next = tl.load(a_ptr + pid.to(tl.int64) * STEP + offs, mask=more, other=0)
@@ -362,18 +417,20 @@ def _window_stream_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.conste
         a_next = tl.load(a_ptr + base + G * STEP + offs, mask=more, other=0)
         if MODE >= 2:
             b_next = tl.load(b_ptr + base + G * STEP + offs, mask=more, other=0)
-        y = _window_math(a, b, c, start, R, MODE, ACC, RB, FTZ, DEBUG)
+        y = _window_math(a, b, c, start, R, MODE, ACC, RB, FTZ, DEBUG, w_own, t_tail,
+                         bias_own, ARITH)
         tl.store(out_ptr + base + offs, y.to(out_ptr.dtype.element_ty), mask=c < owned)
     if pid == G - 1:
         base = (pid.to(tl.int64) * 0 + LAST) * STEP
         _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - LAST * RB, TOTAL, R, MODE, ACC, RB, W,
-                     CH, True, FTZ, DEBUG)
+                     CH, True, FTZ, DEBUG, ARITH, GPU)
 
 
 @triton.jit
 def _window_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.constexpr,
                         MODE: tl.constexpr, ACC: tl.constexpr, RB: tl.constexpr, W: tl.constexpr,
-                        CH: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr):
+                        CH: tl.constexpr, FTZ: tl.constexpr, DEBUG: tl.constexpr,
+                        ARITH: tl.constexpr = False, GPU: tl.constexpr = False):
     """Short rows whose length is not a multiple of 16 bytes, RB (a multiple of 8) rows per
     program, read and written in whole 16-byte vectors through per-row windows
     (`_window_tile`): no gather of the data (`_flat_rows_kernel` moves every element through
@@ -384,10 +441,10 @@ def _window_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, TOTAL, LAST, R: tl.constexp
     base = pid.to(tl.int64) * (RB * R)
     if pid < LAST:
         _window_tile(a_ptr, b_ptr, out_ptr, base, RB, TOTAL, R, MODE, ACC, RB, W, CH, False, FTZ,
-                     DEBUG)
+                     DEBUG, ARITH, GPU)
     else:
         _window_tile(a_ptr, b_ptr, out_ptr, base, ROWS - pid * RB, TOTAL, R, MODE, ACC, RB, W,
-                     CH, True, FTZ, DEBUG)
+                     CH, True, FTZ, DEBUG, ARITH, GPU)
 
 
 @triton.jit
@@ -773,6 +830,11 @@ _WIN_WARPS = 4
 _WIN_FTZ = True  # `_exp_fast`'s FTZ on the GPU
 _WIN_PROGRAMS_PER_SM = 8  # > 0: `_window_stream_kernel`, persistent
 _WIN_DEBUG_COPY = False  # diagnostic: the windows copied, no math (wrong results)
+# the forward window math's masks as arithmetic on opaque 0/1 and 0/-inf values instead of
+# compares and selects (`_window_math`'s ARITH; fp32 statistics only): sm_90 loop 164 -> 133
+# SASS instructions, ALU-pipe ones ~81 -> 17. H200, evaluator timing, off / on: [2048,3,49,49]
+# f16 23.3 / 21.5 us, [512,6,49,49] 14.1 / 12.8 (docs/BENCHMARKS.md §25)
+_WIN_ARITH = True
 # softmax: one exp per element, times 1/s per row, not exp again divided by s (H200, the five
 # 49-wide f16 cases: 1-2% faster, 31.5 -> 31.2 us on [2048, 3, 49, 49]). A persistent grid that
 # computes the gather indices once per program lost: 34-58 us at 8-2 programs per SM.
@@ -948,7 +1010,8 @@ def _plan(a, dim, out_dtype):
             rows = max(8, _pow2(_WIN_TILE // window))
             consts = dict(R=red, MODE=_MODE, ACC=acc, RB=rows, W=window, CH=chunk,
                           FTZ=bool(_WIN_FTZ) and not _INTERPRET and acc == tl.float32,
-                          DEBUG=bool(_WIN_DEBUG_COPY), num_warps=_WIN_WARPS)
+                          DEBUG=bool(_WIN_DEBUG_COPY), num_warps=_WIN_WARPS,
+                          ARITH=bool(_WIN_ARITH) and acc == tl.float32, GPU=not _INTERPRET)
             last = (outer - 1) // rows
             if _WIN_PROGRAMS_PER_SM:
                 grid = max(1, min(last, _persistent_programs(a, _WIN_PROGRAMS_PER_SM)))
