@@ -305,18 +305,22 @@ def _with_infinities_and_nan(op: str, case, gen: torch.Generator):
     return args, kwargs
 
 
+@pytest.mark.parametrize("arith", [True, False])
 @pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("op", ["_softmax.default", "_log_softmax.default"])
-def test_softmax_window_rows_handle_infinities_and_nan_like_eager(op: str, persistent: bool) -> None:
-    """49-wide rows through the window kernels (a program per tile, or persistent): a row's
-    -inf, +inf and NaN stay in its own output, though its window also holds its neighbours'
-    elements."""
+def test_softmax_window_rows_handle_infinities_and_nan_like_eager(
+    op: str, persistent: bool, arith: bool
+) -> None:
+    """49-wide rows through the window kernels (a program per tile, or persistent; the masks
+    as compares and selects, or as arithmetic, `_WIN_ARITH`): a row's -inf, +inf and NaN stay
+    in its own output, though its window also holds its neighbours' elements."""
     cases = [parse_case("((T([11, 49], f16), 1, False), {})"),
              parse_case("((T([18, 49], bf16), -1, False), {})")]  # fmt: skip
-    text = _write(softmax, op, cases)
+    text = _with_constants(_write(softmax, op, cases), _WIN_ARITH=arith)
     if not persistent:
         text = _with_constants(text, _WIN_PROGRAMS_PER_SM=0)
-    assert "CH" in _plan_constexprs(text, cases[0].serialize(), op)
+    consts = _plan_constexprs(text, cases[0].serialize(), op)
+    assert "CH" in consts and consts["ARITH"] == arith
     assert run_generated(op, text, cases, make_args=_with_infinities_and_nan) == []
 
 
