@@ -215,6 +215,20 @@ def _layer_norm_plan(input, normalized_shape, weight, bias):
 _LN_BWD = '''
 
 @triton.jit
+def _ln_bwd_cols(w_ptr, first: tl.constexpr, N, HAS_W: tl.constexpr, ACC: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A one-pass row tile's columns [first, first + BLOCK_N): indices, mask, weights (1 without
+    a weight) and zeroed [BLOCK_M, BLOCK_N] column-sum accumulators for g*xhat and g."""
+    cols = first + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    w = tl.full([BLOCK_N], 1.0, ACC)
+    if HAS_W:
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)
+    return (cols, col_ok, w, tl.zeros([BLOCK_M, BLOCK_N], ACC),
+            tl.zeros([BLOCK_M, BLOCK_N], ACC))
+
+
+@triton.jit
 def _ln_bwd_tile(g_ptr, x_ptr, rows, row_ok, cols, col_ok, N, mean, rstd, ACC: tl.constexpr):
     """A [rows, cols] tile of the one-pass backward: offsets, mask, g and xhat (0 outside)."""
     m = row_ok[:, None] & col_ok[None, :]
@@ -244,23 +258,12 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP
     pw_ptr = part_ptr + p * N
     pb_ptr = part_ptr + (tl.num_programs(0).to(tl.int64) + p) * N
     if ONE_PASS:
-        cols = tl.arange(0, BLOCK_N)
-        col_ok = cols < N
-        w = tl.full([BLOCK_N], 1.0, ACC)
-        if HAS_W:
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)
         # tile-shaped column sums, reduced over rows once after the loop: a reduction over the
         # rows of each step cost ~20 barriers and shared-memory round trips per step
-        acc_w = tl.zeros([BLOCK_M, BLOCK_N], ACC)
-        acc_b = tl.zeros([BLOCK_M, BLOCK_N], ACC)
+        cols, col_ok, w, acc_w, acc_b = _ln_bwd_cols(w_ptr, 0, N, HAS_W, ACC, BLOCK_M, BLOCK_N)
         if BLOCK_N2 > 0:
-            cols2 = BLOCK_N + tl.arange(0, BLOCK_N2)
-            col_ok2 = cols2 < N
-            w2 = tl.full([BLOCK_N2], 1.0, ACC)
-            if HAS_W:
-                w2 = tl.load(w_ptr + cols2, mask=col_ok2, other=0).to(ACC)
-            acc_w2 = tl.zeros([BLOCK_M, BLOCK_N2], ACC)
-            acc_b2 = tl.zeros([BLOCK_M, BLOCK_N2], ACC)
+            cols2, col_ok2, w2, acc_w2, acc_b2 = _ln_bwd_cols(w_ptr, BLOCK_N, N, HAS_W, ACC,
+                                                              BLOCK_M, BLOCK_N2)
         for r0 in tl.range(row_start, row_end, BLOCK_M, num_stages=STAGES):
             rows = r0 + tl.arange(0, BLOCK_M)
             row_ok = rows < row_end
