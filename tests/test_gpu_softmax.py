@@ -1,9 +1,11 @@
-"""GPU-only (marker `gpu`): long f32 softmax / log_softmax rows through the shared-memory kernel
-(`_smem_rows_kernel`, Gluon), which the interpreter cannot run.
+"""GPU-only (marker `gpu`): what the interpreter cannot run of the softmax kernels.
 
-Rows start at every 4-byte offset (odd lengths), programs take one row or many (row counts below
-and above the SM count), and rows hold -inf (skipped; an all -inf row is NaN), +inf and NaN (a
-NaN row) in the row's first and last partial vectors and in its body, as eager has them.
+Long f32 softmax / log_softmax rows through the shared-memory kernel (`_smem_rows_kernel`,
+Gluon): rows start at every 4-byte offset (odd lengths), programs take one row or many (row
+counts below and above the SM count), and rows hold -inf (skipped; an all -inf row is NaN), +inf
+and NaN (a NaN row) in their last partial vectors and in their bodies, as eager has them.
+49-wide rows through the window kernels with their masks as arithmetic on values hidden from
+the compiler by inline PTX (`_WIN_ARITH`), next to rows with -inf, +inf and NaN.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def _rows(rows: int, cols: int, seed: int) -> torch.Tensor:
     x[0, 3] = float("-inf")
     x[1] = float("-inf")  # eager: a NaN row
     x[2, cols - 1] = float("inf")  # in the row's last partial vector (most lengths)
-    x[0, 0] = -1e30  # a first partial vector (most rows)
+    x[0, 0] = -1e30  # far below the row's max: its exp underflows to 0
     if rows > 4:
         x[3, cols // 2] = float("nan")
         x[4, :2] = float("inf")
