@@ -1027,6 +1027,177 @@ def _batch_norm_plan(input, weight, bias, running_mean, running_var, training):
         return out, save_mean, save_istd
 
     return run
+'''
+
+_BN_SMEM = """
+# Batch norm backward with each channel held in shared memory (Gluon; GPU only): its inputs read
+# from HBM once, where the eager-order sums and the elementwise pass read them twice.
+if gluon is not None:
+
+    @gluon.jit
+    def _bn_reg_halve(v, DT: gl.constexpr, R: gl.constexpr, L: gl.constexpr):
+        \"\"\"`_bn_halve` on values a thread holds: v [R, L] -> [R, L/2], column i getting
+        v[:, i] + v[:, i + L/2], the received value passed through DT first.\"\"\"
+        lo, hi = gl.split(gl.permute(gl.reshape(v, [R, 2, L // 2]), [0, 2, 1]))
+        return lo + hi.to(DT).to(gl.float32)
+
+    @gluon.jit
+    def _bn_reg_block_sum(a, DT: gl.constexpr, W: gl.constexpr, RL: gl.constexpr,
+                          WL: gl.constexpr):
+        \"\"\"eager's block reduction of per-thread sums a [1, W, 32] (thread w * 32 + l at
+        [0, w, l]), computed by every thread on its own copy: each warp's five halvings on the
+        warp's 32 values (RL: a thread holds a whole warp's), then warp 0's over the W warp
+        results (WL: a thread holds all of them; lanes past W would add zeros, which changes
+        nothing). Two layout conversions instead of a barrier per halving.\"\"\"
+        v = gl.reshape(gl.convert_layout(a, RL), [W, 32])
+        for h in gl.static_range(5):
+            v = _bn_reg_halve(v, DT, W, 32 >> h)
+        v = gl.reshape(gl.convert_layout(gl.reshape(v, [1, W]), WL), [1, W])
+        for h in gl.static_range(5):
+            if (32 >> h) <= W:
+                v = _bn_reg_halve(v, DT, 1, 32 >> h)
+        return gl.sum(gl.sum(v, axis=1), axis=0)
+
+    @gluon.jit
+    def _bn_smem_group(c, j: gl.constexpr, r8, col, C, N: gl.constexpr, HW: gl.constexpr,
+                       NX: gl.constexpr):
+        \"\"\"Offsets and mask of channel c's rows j*8 .. j*8+7 (row = batch * NX + position
+        block of 512), the [8, W, 32] tile a group of shared memory holds.\"\"\"
+        row = j * 8 + r8
+        b = row // NX
+        p = (row - b * NX) * 512 + col
+        return (b.to(gl.int64) * C + c) * HW + p, (p < HW) & (b < N)
+
+    @gluon.jit
+    def _bn_smem_kernel(x_ptr, g_ptr, mean_ptr, istd_ptr, rv_ptr, w_ptr, dx_ptr, dw_ptr, db_ptr,
+                        C, inv_count, eps, N: gl.constexpr, HW: gl.constexpr,
+                        TRAIN: gl.constexpr, HAS_W: gl.constexpr, WANT_DW: gl.constexpr,
+                        WANT_DB: gl.constexpr, G: gl.constexpr, CL: gl.constexpr,
+                        B3: gl.constexpr, RL: gl.constexpr, WL: gl.constexpr,
+                        SL3: gl.constexpr):
+        \"\"\"CUDA eager's NCHW batch norm backward for channels of more than 256 positions
+        (its block: 512 threads in a row, thread t summing positions t, t + 512, ... of batch
+        0, then of batch 1, ...), with each channel's x and grad_out held in shared memory:
+        channels pid, pid + grid, ... (one program per SM, 16 warps as eager's 16).
+
+        A channel is G groups of 8 rows of 512 (row = batch * NX + position block), copied in
+        by cp.async (16-byte vectors). Its sums take each row as it arrives, thread t adding
+        its element of the row in eager's order, each g*(x-mean) through the input dtype; the
+        block's shuffle tree follows eager's (`_bn_reg_block_sum`), then grad_weight,
+        grad_bias and grad_input with eager's formula, each group read back from shared
+        memory and refilled with the next channel's rows, so the next channel's bytes are in
+        flight while this one is written.\"\"\"
+        W: gl.constexpr = 16
+        NX: gl.constexpr = (HW + 511) // 512
+        ROWS: gl.constexpr = N * NX
+        DT: gl.constexpr = x_ptr.dtype.element_ty
+        pid = gl.program_id(0)
+        P = gl.num_programs(0)
+        xs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
+        gs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
+        r8 = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, CL)))[:, None, None]
+        w8 = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, CL)))[None, :, None]
+        l8 = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, CL)))[None, None, :]
+        col8 = w8 * 32 + l8
+        w3 = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, B3)))[None, :, None]
+        l3 = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, B3)))[None, None, :]
+        col3 = w3 * 32 + l3
+        c = pid
+        for j in gl.static_range(G):
+            offs, ok = _bn_smem_group(c, j, r8, col8, C, N, HW, NX)
+            _gl_copy(xs.index(j), x_ptr + offs, mask=ok)
+            _gl_copy(gs.index(j), g_ptr + offs, mask=ok)
+            async_copy.commit_group()
+        while c < C:
+            mean = gl.load(mean_ptr + c).to(gl.float32)  # all three in flight during the sums
+            if TRAIN:
+                istd = gl.load(istd_ptr + c).to(gl.float32)
+            else:
+                istd = gl.div_rn(1.0, gl.sqrt_rn(gl.load(rv_ptr + c).to(gl.float32) + eps))
+            w = 1.0
+            if HAS_W:
+                w = gl.load(w_ptr + c).to(gl.float32)
+            a1 = gl.zeros([1, W, 32], gl.float32, B3)
+            a2 = gl.zeros([1, W, 32], gl.float32, B3)
+            for j in gl.static_range(G):
+                async_copy.wait_group(G - 1 - j)
+                _gl_barrier()  # rows copied by other threads are read below
+                for k in gl.static_range(8):
+                    if j * 8 + k < ROWS:
+                        ok = col3 < HW - ((j * 8 + k) % NX) * 512
+                        gv = gs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
+                        xv = xs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
+                        a1 += gl.where(ok, gv, 0.0)
+                        a2 += gl.where(ok, (gv * (xv - mean)).to(DT).to(gl.float32), 0.0)
+            gsum = _bn_reg_block_sum(a1, DT, W, RL, WL)
+            dot = _bn_reg_block_sum(a2, DT, W, RL, WL)
+            grad_mean = gsum * inv_count
+            proj_scale = dot * inv_count * istd * istd
+            grad_scale = istd * w
+            if WANT_DW:
+                gl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
+            if WANT_DB:
+                gl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
+            nc = c + P
+            for j in gl.static_range(G):
+                offs, ok = _bn_smem_group(c, j, r8, col8, C, N, HW, NX)
+                go = gs.index(j).load(CL).to(gl.float32)
+                if TRAIN:
+                    xv = xs.index(j).load(CL).to(gl.float32)
+                    dx = (go - (xv - mean) * proj_scale - grad_mean) * grad_scale
+                else:
+                    dx = go * grad_scale
+                gl.store(dx_ptr + offs, dx.to(DT), mask=ok)
+                _gl_barrier()
+                offs, ok = _bn_smem_group(nc, j, r8, col8, C, N, HW, NX)
+                ok = ok & (nc < C)
+                _gl_copy(xs.index(j), x_ptr + offs, mask=ok)
+                _gl_copy(gs.index(j), g_ptr + offs, mask=ok)
+                async_copy.commit_group()
+            c = nc
+        async_copy.wait_group(0)
+"""
+
+_BN_BWD = '''
+# grad_input wanted, f16/bf16 NCHW, channels of more than 256 positions: each channel held in
+# shared memory by `_bn_smem_kernel` (Gluon; NVIDIA sm_80+), its inputs read from HBM once, when
+# both of its planes fit a block's shared memory; else the eager-order sums, the channel kernel
+# and the elementwise pass, which read them twice (docs/BENCHMARKS.md §26)
+_BN_SMEM = True
+_BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
+
+
+def _bn_smem_plan(x, N, C, HW, want_dx):
+    """(grid, constexprs) of `_bn_smem_kernel` for this input, or None where it does not apply:
+    f16/bf16 NCHW, grad_input wanted, more than 256 positions per channel (eager's one-row
+    block of 512 threads) and a multiple of 8 of them (16-byte copies), on an NVIDIA GPU of
+    compute capability 8.0 or more whose shared memory per block holds the channel."""
+    if not (_BN_SMEM and gluon is not None and not _INTERPRET and want_dx
+            and x.device.type == "cuda" and torch.version.hip is None
+            and x.dtype in (torch.float16, torch.bfloat16) and _eager_nchw(x)
+            and HW > 256 and HW % 8 == 0 and N * C * HW > 0):
+        return None
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    if torch.cuda.get_device_capability(index)[0] < 8:
+        return None
+    consts, planes = _bn_smem_consts(N, HW, x.element_size())
+    shared = triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
+    if planes + _BN_SMEM_SCRATCH > shared:
+        return None
+    return min(C, _num_sms(index)), consts
+
+
+def _bn_smem_consts(N, HW, element_size):
+    """`_bn_smem_kernel`'s constexprs for channels of N x HW elements, and the shared memory its
+    two planes take (bytes): groups of 8 rows of 512, a row per batch and block of positions."""
+    groups = _cdiv(N * _cdiv(HW, 512), 8)
+    consts = dict(N=N, HW=HW, G=groups,
+                  CL=gl.BlockedLayout([1, 1, 8], [1, 8, 4], [8, 2, 1], [2, 1, 0]),
+                  B3=gl.BlockedLayout([1, 1, 1], [1, 1, 32], [1, 16, 1], [2, 1, 0]),
+                  RL=gl.BlockedLayout([1, 1, 32], [1, 32, 1], [1, 1, 16], [2, 1, 0]),
+                  WL=gl.BlockedLayout([1, 16], [1, 32], [1, 16], [1, 0]),
+                  SL3=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]), num_warps=16)
+    return consts, 2 * groups * 8 * 512 * element_size
 
 
 _BN_BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
@@ -1105,6 +1276,8 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         reverse = _BN_APPLY_REVERSE and eager_order
         apply = _bn_apply_plan(N, C, HW, True, acc, pdl2, reverse) if want_dx else None
 
+    smem = _bn_smem_plan(input, N, C, HW, want_dx)
+
     def run(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, eps):
         x = input.contiguous()
         g = grad_out.contiguous()
@@ -1114,6 +1287,15 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
         if empty:
             return dx, dw, db
         mean_src = (save_mean if train else running_mean).contiguous()
+        if smem is not None and x.data_ptr() % 16 == 0 and g.data_ptr() % 16 == 0:
+            grid, consts = smem  # absent tensors are never read (x stands in for them)
+            _bn_smem_kernel[(grid,)](
+                x, g, mean_src, x if save_invstd is None else save_invstd.contiguous(),
+                x if running_var is None else running_var.contiguous(),
+                x if weight is None else weight.contiguous(), dx, x if dw is None else dw,
+                x if db is None else db, C, 1.0 / (N * HW), float(eps), TRAIN=bool(train),
+                HAS_W=weight is not None, WANT_DW=want_dw, WANT_DB=want_db, **consts)
+            return dx, dw, db
         if fused:  # one launch; absent tensors are never read (x stands in for them)
             partials(x, g, mean_src, x, x if save_invstd is None else save_invstd.contiguous(),
                      x if running_var is None else running_var.contiguous(),
@@ -1203,7 +1385,7 @@ _SPECS: dict[str, tuple[str, str, str]] = {
         " momentum, eps)",
     ),
     "native_batch_norm_backward.default": (
-        _BN,
+        _BN + "\n\n" + codegen.GLUON_SOURCE + _BN_SMEM + "\n\n" + _BN_BWD,
         "batch norm backward: (grad_input, grad_weight, grad_bias) per output_mask",
         "def _op(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,"
         " train, eps, output_mask):\n"

@@ -614,22 +614,9 @@ def _long_rows_kernel(a_ptr, b_ptr, out_ptr, ROWS, R, MODE: tl.constexpr, ACC: t
         tl.store(out_ptr + e_offs, y.to(out_ptr.dtype.element_ty), mask=e_ok)
 
 
-# Long f32 rows held in shared memory (Gluon, Triton's explicit-layout dialect; GPU only): each
-# row read from HBM once, where `_long_rows_kernel` reads it twice (its second read partly from
-# L2). Gluon is experimental and its surface moves between releases: the copy and barrier names
-# below are the ones of Triton 3.6 (measured) and 3.9 (compiled), and another release, or one
-# without Gluon, keeps the two-pass kernel.
-_GLUON_TRITONS = ((3, 6), (3, 9))  # the releases it was written for, oldest and newest
-gluon = None
-if _GLUON_TRITONS[0] <= tuple(int(v) for v in triton.__version__.split(".")[:2]) <= _GLUON_TRITONS[1]:
-    try:
-        from triton.experimental import gluon
-        from triton.experimental.gluon import language as gl
-        from triton.experimental.gluon.language.nvidia.ampere import async_copy
-        _gl_copy = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
-        _gl_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
-    except (ImportError, AttributeError):
-        gluon = None
+# Long f32 rows held in shared memory (Gluon; GPU only): each row read from HBM once, where
+# `_long_rows_kernel` reads it twice (its second read partly from L2).
+$gluon
 
 if gluon is not None:
 
@@ -1134,6 +1121,7 @@ def _write(request: KernelRequest) -> str | None:
             body=body,
             fn=codegen.function_name(request.op),
             op=request.op,
+            gluon=codegen.GLUON_SOURCE.strip("\n"),
         ),
     )
 
