@@ -703,6 +703,9 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
             grad_mean = gsum * inv_count
             proj_scale = dot * inv_count * istd * istd
             grad_scale = istd * w
+            # eager's (go - (x - mean) * proj_scale - grad_mean) * grad_scale as two FMAs
+            cx = -proj_scale * grad_scale
+            c0 = (mean * proj_scale - grad_mean) * grad_scale
             if WANT_DW:
                 tl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
             if WANT_DB:
@@ -1042,21 +1045,47 @@ if gluon is not None:
         return lo + hi.to(DT).to(gl.float32)
 
     @gluon.jit
-    def _bn_reg_block_sum(a, DT: gl.constexpr, W: gl.constexpr, RL: gl.constexpr,
-                          WL: gl.constexpr):
-        \"\"\"eager's block reduction of per-thread sums a [1, W, 32] (thread w * 32 + l at
-        [0, w, l]), computed by every thread on its own copy: each warp's five halvings on the
-        warp's 32 values (RL: a thread holds a whole warp's), then warp 0's over the W warp
-        results (WL: a thread holds all of them; lanes past W would add zeros, which changes
-        nothing). Two layout conversions instead of a barrier per halving.\"\"\"
-        v = gl.reshape(gl.convert_layout(a, RL), [W, 32])
+    def _bn_shfl_down(v, DT: gl.constexpr, OFF: gl.constexpr):
+        \"\"\"One step of eager's warp reduction (`warp_shfl_down`): each lane adds the value of
+        lane + OFF, passed through DT first; lane 0 ends with eager's warp sum.\"\"\"
+        b = v.to(gl.int32, bitcast=True)
+        if OFF == 16:
+            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 16, 0x1f, -1;", "=r,r",
+                                          [b], dtype=gl.int32, is_pure=False, pack=1)
+        elif OFF == 8:
+            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 8, 0x1f, -1;", "=r,r",
+                                          [b], dtype=gl.int32, is_pure=False, pack=1)
+        elif OFF == 4:
+            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 4, 0x1f, -1;", "=r,r",
+                                          [b], dtype=gl.int32, is_pure=False, pack=1)
+        elif OFF == 2:
+            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 2, 0x1f, -1;", "=r,r",
+                                          [b], dtype=gl.int32, is_pure=False, pack=1)
+        else:
+            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 1, 0x1f, -1;", "=r,r",
+                                          [b], dtype=gl.int32, is_pure=False, pack=1)
+        return v + b.to(gl.float32, bitcast=True).to(DT).to(gl.float32)
+
+    @gluon.jit
+    def _bn_block_sums(a1, a2, sc, DT: gl.constexpr, W: gl.constexpr, WL: gl.constexpr):
+        \"\"\"eager's block reductions of the per-thread sums a1, a2 ([W, 32], thread w * 32 + l
+        at [w, l]): each warp's shuffle-down tree (`_bn_shfl_down`), lane 0's results through
+        shared memory sc [2, W, 32], then warp 0's tree over the W warp results, which every
+        thread computes on its own copy (WL: a thread holds all of them; lanes past W would
+        add zeros, which changes nothing).\"\"\"
         for h in gl.static_range(5):
-            v = _bn_reg_halve(v, DT, W, 32 >> h)
-        v = gl.reshape(gl.convert_layout(gl.reshape(v, [1, W]), WL), [1, W])
+            a1 = _bn_shfl_down(a1, DT, 16 >> h)
+            a2 = _bn_shfl_down(a2, DT, 16 >> h)
+        sc.index(0).store(a1)
+        sc.index(1).store(a2)
+        _gl_barrier()
+        v1 = gl.permute(sc.index(0).slice(0, 1, 1).load(WL), [1, 0])
+        v2 = gl.permute(sc.index(1).slice(0, 1, 1).load(WL), [1, 0])
         for h in gl.static_range(5):
             if (32 >> h) <= W:
-                v = _bn_reg_halve(v, DT, 1, 32 >> h)
-        return gl.sum(gl.sum(v, axis=1), axis=0)
+                v1 = _bn_reg_halve(v1, DT, 1, 32 >> h)
+                v2 = _bn_reg_halve(v2, DT, 1, 32 >> h)
+        return gl.sum(gl.sum(v1, axis=1), axis=0), gl.sum(gl.sum(v2, axis=1), axis=0)
 
     @gluon.jit
     def _bn_smem_group(c, j: gl.constexpr, r8, col, C, N: gl.constexpr, HW: gl.constexpr,
@@ -1073,8 +1102,8 @@ if gluon is not None:
                         C, inv_count, eps, N: gl.constexpr, HW: gl.constexpr,
                         TRAIN: gl.constexpr, HAS_W: gl.constexpr, WANT_DW: gl.constexpr,
                         WANT_DB: gl.constexpr, G: gl.constexpr, CL: gl.constexpr,
-                        B3: gl.constexpr, RL: gl.constexpr, WL: gl.constexpr,
-                        SL3: gl.constexpr):
+                        B3: gl.constexpr, WL: gl.constexpr, SL3: gl.constexpr,
+                        SL2: gl.constexpr):
         \"\"\"CUDA eager's NCHW batch norm backward for channels of more than 256 positions
         (its block: 512 threads in a row, thread t summing positions t, t + 512, ... of batch
         0, then of batch 1, ...), with each channel's x and grad_out held in shared memory:
@@ -1083,7 +1112,7 @@ if gluon is not None:
         A channel is G groups of 8 rows of 512 (row = batch * NX + position block), copied in
         by cp.async (16-byte vectors). Its sums take each row as it arrives, thread t adding
         its element of the row in eager's order, each g*(x-mean) through the input dtype; the
-        block's shuffle tree follows eager's (`_bn_reg_block_sum`), then grad_weight,
+        block's shuffle tree follows eager's (`_bn_block_sums`), then grad_weight,
         grad_bias and grad_input with eager's formula, each group read back from shared
         memory and refilled with the next channel's rows, so the next channel's bytes are in
         flight while this one is written.\"\"\"
@@ -1095,13 +1124,11 @@ if gluon is not None:
         P = gl.num_programs(0)
         xs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
         gs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
+        sc = gl.allocate_shared_memory(gl.float32, [2, W, 32], SL2)
         r8 = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, CL)))[:, None, None]
         w8 = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, CL)))[None, :, None]
         l8 = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, CL)))[None, None, :]
         col8 = w8 * 32 + l8
-        w3 = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, B3)))[None, :, None]
-        l3 = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, B3)))[None, None, :]
-        col3 = w3 * 32 + l3
         c = pid
         for j in gl.static_range(G):
             offs, ok = _bn_smem_group(c, j, r8, col8, C, N, HW, NX)
@@ -1124,16 +1151,20 @@ if gluon is not None:
                 _gl_barrier()  # rows copied by other threads are read below
                 for k in gl.static_range(8):
                     if j * 8 + k < ROWS:
-                        ok = col3 < HW - ((j * 8 + k) % NX) * 512
+                        # lanes past the batch's positions hold zeros (masked copies fill
+                        # them): their terms add nothing
                         gv = gs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
                         xv = xs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
-                        a1 += gl.where(ok, gv, 0.0)
-                        a2 += gl.where(ok, (gv * (xv - mean)).to(DT).to(gl.float32), 0.0)
-            gsum = _bn_reg_block_sum(a1, DT, W, RL, WL)
-            dot = _bn_reg_block_sum(a2, DT, W, RL, WL)
+                        a1 += gv
+                        a2 += (gv * (xv - mean)).to(DT).to(gl.float32)
+            gsum, dot = _bn_block_sums(gl.reshape(a1, [W, 32]), gl.reshape(a2, [W, 32]), sc,
+                                       DT, W, WL)
             grad_mean = gsum * inv_count
             proj_scale = dot * inv_count * istd * istd
             grad_scale = istd * w
+            # eager's (go - (x - mean) * proj_scale - grad_mean) * grad_scale as two FMAs
+            cx = -proj_scale * grad_scale
+            c0 = (mean * proj_scale - grad_mean) * grad_scale
             if WANT_DW:
                 gl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
             if WANT_DB:
@@ -1144,7 +1175,7 @@ if gluon is not None:
                 go = gs.index(j).load(CL).to(gl.float32)
                 if TRAIN:
                     xv = xs.index(j).load(CL).to(gl.float32)
-                    dx = (go - (xv - mean) * proj_scale - grad_mean) * grad_scale
+                    dx = go * grad_scale + (xv * cx + c0)
                 else:
                     dx = go * grad_scale
                 gl.store(dx_ptr + offs, dx.to(DT), mask=ok)
@@ -1194,9 +1225,9 @@ def _bn_smem_consts(N, HW, element_size):
     consts = dict(N=N, HW=HW, G=groups,
                   CL=gl.BlockedLayout([1, 1, 8], [1, 8, 4], [8, 2, 1], [2, 1, 0]),
                   B3=gl.BlockedLayout([1, 1, 1], [1, 1, 32], [1, 16, 1], [2, 1, 0]),
-                  RL=gl.BlockedLayout([1, 1, 32], [1, 32, 1], [1, 1, 16], [2, 1, 0]),
-                  WL=gl.BlockedLayout([1, 16], [1, 32], [1, 16], [1, 0]),
-                  SL3=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]), num_warps=16)
+                  WL=gl.BlockedLayout([16, 1], [1, 32], [1, 16], [0, 1]),
+                  SL3=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]),
+                  SL2=gl.SwizzledSharedLayout(1, 1, 1, [1, 0]), num_warps=16)
     return consts, 2 * groups * 8 * 512 * element_size
 
 
