@@ -48,8 +48,11 @@ def _args(shape, dtype, train, weight, seed):
 
 
 def _check(kernel, args, mask):
+    try:
+        want = torch.ops.aten.native_batch_norm_backward(*args, mask)
+    except RuntimeError as exc:  # eval mode, some masks: "tensor does not have a device"
+        pytest.skip(f"eager fails here: {exc}")
     got = kernel(*args, mask)
-    want = torch.ops.aten.native_batch_norm_backward(*args, mask)
     for k, (a, b) in enumerate(zip(got, want)):
         if not mask[k]:
             assert a is None and b is None
@@ -72,9 +75,7 @@ def test_channels_held_in_shared_memory_match_eager(shape, dtype, tmp_path) -> N
     _check(kernel, args, [True, True, True])
 
 
-@pytest.mark.parametrize(
-    ("train", "weight"), [(True, True), (True, False), (False, True)]
-)  # eval mode without a weight: eager's CUDA kernel fails ("tensor does not have a device")
+@pytest.mark.parametrize(("train", "weight"), [(True, True), (True, False), (False, True), (False, False)])
 @pytest.mark.parametrize("mask", [[True, False, False], [True, True, False], [True, False, True]])
 def test_modes_weights_and_masks_match_eager(train, weight, mask, tmp_path) -> None:
     kernel, _ = _kernel(tmp_path)
