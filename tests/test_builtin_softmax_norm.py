@@ -627,6 +627,83 @@ def test_smem_rows_kernel_compiles_for_sm90_with_16_byte_copies_and_stores(tmp_p
         assert k["copies16"] == 2 * k["nchunk"] and k["stores16"] == k["nchunk"], k
 
 
+_BN_GLUON_CHILD = r"""
+import importlib.util, json, os, re, sys
+os.environ["TRITON_INTERPRET"] = "0"
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+
+spec = importlib.util.spec_from_file_location("_gluon_bn", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+found = []
+for N, HW, dt in ((32, 784, "bf16"), (7, 576, "fp16"), (3, 264, "bf16")):
+    consts, planes = module._bn_smem_consts(N, HW, 2)
+    consts.update(TRAIN=True, HAS_W=True, WANT_DW=True, WANT_DB=True)
+    options = {"num_warps": consts.pop("num_warps")}
+    names = ["x_ptr", "g_ptr", "mean_ptr", "istd_ptr", "rv_ptr", "w_ptr", "dx_ptr", "dw_ptr",
+             "db_ptr"]
+    signature = {n: f"*{dt}" if n in ("x_ptr", "g_ptr", "dx_ptr") else "*fp32" for n in names}
+    signature.update(C="i32", inv_count="fp32", eps="fp32", **{k: "constexpr" for k in consts})
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(10)}  # as a launch specializes
+    src = GluonASTSource(fn=module._bn_smem_kernel, signature=signature, constexprs=consts,
+                         attrs=aligned)
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    ptx = kernel.asm["ptx"]
+    found.append({"shared": kernel.metadata.shared, "planes": planes, "groups": consts["G"],
+                  "scratch": module._BN_SMEM_SCRATCH,
+                  "copies16": len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)),
+                  "stores16": len(re.findall(r"st\.global\.v4\.b32", ptx)),
+                  "shuffles": len(re.findall(r"shfl\.sync\.down\.b32", ptx))})
+print(json.dumps(found))
+"""
+
+
+def test_batch_norm_smem_kernel_compiles_for_sm90_with_16_byte_copies(tmp_path) -> None:
+    """The Gluon kernel of batch norm backward (GPU only) compiles for an H100/H200 with this
+    Triton: every group of a channel is copied in (x and grad_out, the first channel's and
+    the next one's) and grad_input stored out in 16-byte vectors, eager's warp tree is five
+    shuffles per sum, and shared memory stays within what the plan checks against a block's
+    limit."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.experimental.gluon")
+    op = "native_batch_norm_backward.default"
+    path = tmp_path / f"{op}.py"
+    path.write_text(_write(norm, op, []), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _BN_GLUON_CHILD, str(path)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    if proc.returncode != 0 and "ptxas" in proc.stderr:
+        pytest.skip(f"Triton's CUDA backend is not usable here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for k in json.loads(proc.stdout.strip().splitlines()[-1]):
+        assert k["planes"] < k["shared"] <= k["planes"] + k["scratch"], k
+        assert k["shared"] <= 227 * 1024, k
+        assert k["copies16"] == 4 * k["groups"] and k["stores16"] == k["groups"], k
+        assert k["shuffles"] == 10, k
+
+
+def test_batch_norm_backward_plans_its_smem_kernel_only_on_a_gpu(tmp_path) -> None:
+    """Off the GPU (here: the interpreter) the shared-memory plan declines and the file runs
+    its plain kernels; the file imports with Gluon absent too (another Triton release)."""
+    import importlib
+
+    op = "native_batch_norm_backward.default"
+    x = torch.randn(2, 3, 20, 20, dtype=torch.bfloat16)
+    module = importlib.import_module(load_kernel(op, _write(norm, op, []), tmp_path).__module__)
+    assert module._bn_smem_plan(x, 2, 3, 400, True) is None
+    text = _with_constants(_write(norm, op, []), _GLUON_TRITONS=((9, 0), (9, 1)))
+    other = importlib.import_module(load_kernel(op, text, tmp_path / "other").__module__)
+    assert other.gluon is None and other._bn_smem_plan(x, 2, 3, 400, True) is None
+
+
 def test_softmax_files_keep_the_two_pass_kernel_on_other_triton_releases(tmp_path) -> None:
     """The Gluon kernel is written for Triton 3.6-3.9 (its surface moves between releases):
     under another release the file imports without it, and long f32 rows plan the two

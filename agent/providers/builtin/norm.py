@@ -703,9 +703,6 @@ def _bn_eager_partials(x_ptr, g_ptr, mean_ptr, part_ptr, istd_ptr, rv_ptr, w_ptr
             grad_mean = gsum * inv_count
             proj_scale = dot * inv_count * istd * istd
             grad_scale = istd * w
-            # eager's (go - (x - mean) * proj_scale - grad_mean) * grad_scale as two FMAs
-            cx = -proj_scale * grad_scale
-            c0 = (mean * proj_scale - grad_mean) * grad_scale
             if WANT_DW:
                 tl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
             if WANT_DB:
@@ -1098,53 +1095,43 @@ if gluon is not None:
         return (b.to(gl.int64) * C + c) * HW + p, (p < HW) & (b < N)
 
     @gluon.jit
-    def _bn_smem_copy(xd, gd, x_ptr, g_ptr, c, C, J: gl.constexpr, r8, col8, N: gl.constexpr,
-                      HW: gl.constexpr, NX: gl.constexpr):
-        \"\"\"Copy group J of channel c's x and grad_out into the slots xd, gd (cp.async, 16
-        bytes a thread) as one commit group: zeros past the channel, and for c >= C.\"\"\"
-        offs, ok = _bn_smem_group(c, J, r8, col8, C, N, HW, NX)
-        ok = ok & (c < C)
-        _gl_copy(xd, x_ptr + offs, mask=ok)
-        _gl_copy(gd, g_ptr + offs, mask=ok)
-        async_copy.commit_group()
-
-    @gluon.jit
     def _bn_smem_kernel(x_ptr, g_ptr, mean_ptr, istd_ptr, rv_ptr, w_ptr, dx_ptr, dw_ptr, db_ptr,
                         C, inv_count, eps, N: gl.constexpr, HW: gl.constexpr,
                         TRAIN: gl.constexpr, HAS_W: gl.constexpr, WANT_DW: gl.constexpr,
-                        WANT_DB: gl.constexpr, G: gl.constexpr, S: gl.constexpr,
-                        CL: gl.constexpr, B3: gl.constexpr, WL: gl.constexpr,
-                        SL3: gl.constexpr, SL2: gl.constexpr):
+                        WANT_DB: gl.constexpr, G: gl.constexpr, CL: gl.constexpr,
+                        B3: gl.constexpr, WL: gl.constexpr, SL3: gl.constexpr,
+                        SL2: gl.constexpr):
         \"\"\"CUDA eager's NCHW batch norm backward for channels of more than 256 positions
         (its block: 512 threads in a row, thread t summing positions t, t + 512, ... of batch
         0, then of batch 1, ...), with each channel's x and grad_out held in shared memory:
         channels pid, pid + grid, ... (one program per SM, 16 warps as eager's 16).
 
         A channel is G groups of 8 rows of 512 (row = batch * NX + position block), copied in
-        by cp.async (16-byte vectors) into a ring of S slots of a group, so that the next
-        channel's first S - G groups are in flight while this one is summed. The sums take
-        each row as it arrives, thread t adding its element of the row in eager's order, each
-        g*(x-mean) through the input dtype; the block's shuffle tree follows eager's
-        (`_bn_block_sums`); then grad_weight, grad_bias and grad_input with eager's formula,
-        each group read back and its slot refilled with the group S after it.\"\"\"
+        by cp.async (16-byte vectors). Its sums take each row as it arrives, thread t adding
+        its element of the row in eager's order, each g*(x-mean) through the input dtype; the
+        block's shuffle tree follows eager's (`_bn_block_sums`), then grad_weight,
+        grad_bias and grad_input with eager's formula, each group read back from shared
+        memory and refilled with the next channel's rows, so the next channel's bytes are in
+        flight while this one is written.\"\"\"
         W: gl.constexpr = 16
         NX: gl.constexpr = (HW + 511) // 512
         ROWS: gl.constexpr = N * NX
         DT: gl.constexpr = x_ptr.dtype.element_ty
         pid = gl.program_id(0)
         P = gl.num_programs(0)
-        xs = gl.allocate_shared_memory(DT, [S, 8, W, 32], SL3)
-        gs = gl.allocate_shared_memory(DT, [S, 8, W, 32], SL3)
+        xs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
+        gs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
         sc = gl.allocate_shared_memory(gl.float32, [2, W, 32], SL2)
         r8 = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, CL)))[:, None, None]
         w8 = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, CL)))[None, :, None]
         l8 = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, CL)))[None, None, :]
         col8 = w8 * 32 + l8
         c = pid
-        for q in gl.static_range(S):  # group q: channel c + (q // G) * P, its group q % G
-            _bn_smem_copy(xs.index(q), gs.index(q), x_ptr, g_ptr, c + (q // G) * P, C, q % G,
-                          r8, col8, N, HW, NX)
-        base = 0  # the slot of the channel's first group
+        for j in gl.static_range(G):
+            offs, ok = _bn_smem_group(c, j, r8, col8, C, N, HW, NX)
+            _gl_copy(xs.index(j), x_ptr + offs, mask=ok)
+            _gl_copy(gs.index(j), g_ptr + offs, mask=ok)
+            async_copy.commit_group()
         while c < C:
             mean = gl.load(mean_ptr + c).to(gl.float32)  # all three in flight during the sums
             if TRAIN:
@@ -1157,16 +1144,14 @@ if gluon is not None:
             a1 = gl.zeros([1, W, 32], gl.float32, B3)
             a2 = gl.zeros([1, W, 32], gl.float32, B3)
             for j in gl.static_range(G):
-                async_copy.wait_group(S - 1 - j)  # S groups are always in flight or done
+                async_copy.wait_group(G - 1 - j)
                 _gl_barrier()  # rows copied by other threads are read below
-                slot = base + j
-                slot = gl.where(slot >= S, slot - S, slot)
                 for k in gl.static_range(8):
                     if j * 8 + k < ROWS:
                         # lanes past the batch's positions hold zeros (masked copies fill
                         # them): their terms add nothing
-                        gv = gs.index(slot).slice(k, 1, 0).load(B3).to(gl.float32)
-                        xv = xs.index(slot).slice(k, 1, 0).load(B3).to(gl.float32)
+                        gv = gs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
+                        xv = xs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
                         a1 += gv
                         a2 += (gv * (xv - mean)).to(DT).to(gl.float32)
             gsum, dot = _bn_block_sums(gl.reshape(a1, [W, 32]), gl.reshape(a2, [W, 32]), sc,
@@ -1178,24 +1163,23 @@ if gluon is not None:
                 gl.store(dw_ptr + c, (dot * istd).to(dw_ptr.dtype.element_ty))
             if WANT_DB:
                 gl.store(db_ptr + c, gsum.to(db_ptr.dtype.element_ty))
+            nc = c + P
             for j in gl.static_range(G):
-                slot = base + j
-                slot = gl.where(slot >= S, slot - S, slot)
                 offs, ok = _bn_smem_group(c, j, r8, col8, C, N, HW, NX)
-                go = gs.index(slot).load(CL).to(gl.float32)
+                go = gs.index(j).load(CL).to(gl.float32)
                 if TRAIN:  # eager's formula, and so its inf and NaN too
-                    xv = xs.index(slot).load(CL).to(gl.float32)
+                    xv = xs.index(j).load(CL).to(gl.float32)
                     dx = (go - (xv - mean) * proj_scale - grad_mean) * grad_scale
                 else:
                     dx = go * grad_scale
                 gl.store(dx_ptr + offs, dx.to(DT), mask=ok)
                 _gl_barrier()
-                # the slot takes the group S after this one
-                _bn_smem_copy(xs.index(slot), gs.index(slot), x_ptr, g_ptr,
-                              c + ((j + S) // G) * P, C, (j + S) % G, r8, col8, N, HW, NX)
-            base = base + G % S
-            base = gl.where(base >= S, base - S, base)
-            c = c + P
+                offs, ok = _bn_smem_group(nc, j, r8, col8, C, N, HW, NX)
+                ok = ok & (nc < C)
+                _gl_copy(xs.index(j), x_ptr + offs, mask=ok)
+                _gl_copy(gs.index(j), g_ptr + offs, mask=ok)
+                async_copy.commit_group()
+            c = nc
         async_copy.wait_group(0)
 """
 
@@ -1206,9 +1190,6 @@ _BN_BWD = '''
 # and the elementwise pass, which read them twice (docs/BENCHMARKS.md §26)
 _BN_SMEM = True
 _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
-# groups (8 rows of 512 positions) of the next channels copied in while a channel is summed and
-# written, where shared memory has room for them
-_BN_SMEM_AHEAD = 8
 
 
 def _bn_smem_plan(x, N, C, HW, want_dx):
@@ -1224,31 +1205,24 @@ def _bn_smem_plan(x, N, C, HW, want_dx):
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
     if torch.cuda.get_device_capability(index)[0] < 8:
         return None
+    consts, planes = _bn_smem_consts(N, HW, x.element_size())
     shared = triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
-    consts, slots = _bn_smem_consts(N, HW, x.element_size(), shared)
-    if slots is None:
+    if planes + _BN_SMEM_SCRATCH > shared:
         return None
     return min(C, _num_sms(index)), consts
 
 
-def _bn_smem_consts(N, HW, element_size, shared):
-    """`_bn_smem_kernel`'s constexprs for channels of N x HW elements and `shared` bytes of
-    shared memory per block, and the bytes its slots take (None: the channel does not fit).
-    A channel is G groups of 8 rows of 512 (a row per batch and block of positions); S slots
-    of a group each, up to _BN_SMEM_AHEAD beyond a channel's G."""
+def _bn_smem_consts(N, HW, element_size):
+    """`_bn_smem_kernel`'s constexprs for channels of N x HW elements, and the shared memory its
+    two planes take (bytes): groups of 8 rows of 512, a row per batch and block of positions."""
     groups = _cdiv(N * _cdiv(HW, 512), 8)
-    group_bytes = 2 * 8 * 512 * element_size  # x and grad_out
-    fit = (shared - _BN_SMEM_SCRATCH) // group_bytes
-    if fit < groups:
-        return None, None
-    slots = min(fit, groups + _BN_SMEM_AHEAD)
-    consts = dict(N=N, HW=HW, G=groups, S=slots,
+    consts = dict(N=N, HW=HW, G=groups,
                   CL=gl.BlockedLayout([1, 1, 8], [1, 8, 4], [8, 2, 1], [2, 1, 0]),
                   B3=gl.BlockedLayout([1, 1, 1], [1, 1, 32], [1, 16, 1], [2, 1, 0]),
                   WL=gl.BlockedLayout([16, 1], [1, 32], [1, 16], [0, 1]),
                   SL3=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]),
                   SL2=gl.SwizzledSharedLayout(1, 1, 1, [1, 0]), num_warps=16)
-    return consts, slots * group_bytes
+    return consts, 2 * groups * 8 * 512 * element_size
 
 
 _BN_BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
