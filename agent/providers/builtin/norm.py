@@ -1095,12 +1095,23 @@ if gluon is not None:
         return (b.to(gl.int64) * C + c) * HW + p, (p < HW) & (b < N)
 
     @gluon.jit
+    def _bn_smem_copy(xd, gd, x_ptr, g_ptr, c, C, J: gl.constexpr, r8, col8, N: gl.constexpr,
+                      HW: gl.constexpr, NX: gl.constexpr):
+        \"\"\"Copy group J of channel c's x and grad_out into xd, gd (cp.async, 16 bytes a
+        thread) as one commit group: zeros past the channel's positions, and for c >= C.\"\"\"
+        offs, ok = _bn_smem_group(c, J, r8, col8, C, N, HW, NX)
+        ok = ok & (c < C)
+        _gl_copy(xd, x_ptr + offs, mask=ok)
+        _gl_copy(gd, g_ptr + offs, mask=ok)
+        async_copy.commit_group()
+
+    @gluon.jit
     def _bn_smem_kernel(x_ptr, g_ptr, mean_ptr, istd_ptr, rv_ptr, w_ptr, dx_ptr, dw_ptr, db_ptr,
                         C, inv_count, eps, N: gl.constexpr, HW: gl.constexpr,
                         TRAIN: gl.constexpr, HAS_W: gl.constexpr, WANT_DW: gl.constexpr,
-                        WANT_DB: gl.constexpr, G: gl.constexpr, CL: gl.constexpr,
-                        B3: gl.constexpr, WL: gl.constexpr, SL3: gl.constexpr,
-                        SL2: gl.constexpr):
+                        WANT_DB: gl.constexpr, G: gl.constexpr, WAIT: gl.constexpr,
+                        REFILL_EACH: gl.constexpr, CL: gl.constexpr, B3: gl.constexpr,
+                        WL: gl.constexpr, SL3: gl.constexpr, SL2: gl.constexpr):
         \"\"\"CUDA eager's NCHW batch norm backward for channels of more than 256 positions
         (its block: 512 threads in a row, thread t summing positions t, t + 512, ... of batch
         0, then of batch 1, ...), with each channel's x and grad_out held in shared memory:
@@ -1128,10 +1139,7 @@ if gluon is not None:
         col8 = w8 * 32 + l8
         c = pid
         for j in gl.static_range(G):
-            offs, ok = _bn_smem_group(c, j, r8, col8, C, N, HW, NX)
-            _gl_copy(xs.index(j), x_ptr + offs, mask=ok)
-            _gl_copy(gs.index(j), g_ptr + offs, mask=ok)
-            async_copy.commit_group()
+            _bn_smem_copy(xs.index(j), gs.index(j), x_ptr, g_ptr, c, C, j, r8, col8, N, HW, NX)
         while c < C:
             mean = gl.load(mean_ptr + c).to(gl.float32)  # all three in flight during the sums
             if TRAIN:
@@ -1144,8 +1152,9 @@ if gluon is not None:
             a1 = gl.zeros([1, W, 32], gl.float32, B3)
             a2 = gl.zeros([1, W, 32], gl.float32, B3)
             for j in gl.static_range(G):
-                async_copy.wait_group(G - 1 - j)
-                _gl_barrier()  # rows copied by other threads are read below
+                if j % WAIT == 0:  # WAIT groups at a time
+                    async_copy.wait_group(G - 1 - j - WAIT + 1 if j + WAIT <= G else 0)
+                    _gl_barrier()  # rows copied by other threads are read below
                 for k in gl.static_range(8):
                     if j * 8 + k < ROWS:
                         # lanes past the batch's positions hold zeros (masked copies fill
@@ -1173,12 +1182,15 @@ if gluon is not None:
                 else:
                     dx = go * grad_scale
                 gl.store(dx_ptr + offs, dx.to(DT), mask=ok)
+                if REFILL_EACH:  # the group's slot refilled at once
+                    _gl_barrier()
+                    _bn_smem_copy(xs.index(j), gs.index(j), x_ptr, g_ptr, nc, C, j, r8, col8,
+                                  N, HW, NX)
+            if not REFILL_EACH:  # all of them after the channel's last group
                 _gl_barrier()
-                offs, ok = _bn_smem_group(nc, j, r8, col8, C, N, HW, NX)
-                ok = ok & (nc < C)
-                _gl_copy(xs.index(j), x_ptr + offs, mask=ok)
-                _gl_copy(gs.index(j), g_ptr + offs, mask=ok)
-                async_copy.commit_group()
+                for j in gl.static_range(G):
+                    _bn_smem_copy(xs.index(j), gs.index(j), x_ptr, g_ptr, nc, C, j, r8, col8,
+                                  N, HW, NX)
             c = nc
         async_copy.wait_group(0)
 """
@@ -1190,6 +1202,8 @@ _BN_BWD = '''
 # and the elementwise pass, which read them twice (docs/BENCHMARKS.md §26)
 _BN_SMEM = True
 _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
+_BN_SMEM_WAIT = 1  # groups the sums wait for at a time (a barrier each time)
+_BN_SMEM_REFILL_EACH = True  # a group's slot refilled as soon as it is written (else all at the end)
 
 
 def _bn_smem_plan(x, N, C, HW, want_dx):
@@ -1216,7 +1230,8 @@ def _bn_smem_consts(N, HW, element_size):
     """`_bn_smem_kernel`'s constexprs for channels of N x HW elements, and the shared memory its
     two planes take (bytes): groups of 8 rows of 512, a row per batch and block of positions."""
     groups = _cdiv(N * _cdiv(HW, 512), 8)
-    consts = dict(N=N, HW=HW, G=groups,
+    consts = dict(N=N, HW=HW, G=groups, WAIT=max(1, _BN_SMEM_WAIT),
+                  REFILL_EACH=_BN_SMEM_REFILL_EACH,
                   CL=gl.BlockedLayout([1, 1, 8], [1, 8, 4], [8, 2, 1], [2, 1, 0]),
                   B3=gl.BlockedLayout([1, 1, 1], [1, 1, 32], [1, 16, 1], [2, 1, 0]),
                   WL=gl.BlockedLayout([16, 1], [1, 32], [1, 16], [0, 1]),
