@@ -1202,8 +1202,14 @@ _BN_BWD = '''
 # and the elementwise pass, which read them twice (docs/BENCHMARKS.md §26)
 _BN_SMEM = True
 _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
-_BN_SMEM_WAIT = 1  # groups the sums wait for at a time (a barrier each time)
-_BN_SMEM_REFILL_EACH = True  # a group's slot refilled as soon as it is written (else all at the end)
+# groups the sums wait for at a time (a barrier each time), and whether a group's slot is refilled
+# with the next channel's as soon as it is written (a barrier each) or all at the channel's end.
+# H200, bf16, whole op, us, [32,512,28,28] / [32,128,28,28] (docs/BENCHMARKS.md §26): wait 1
+# 36.1 / 12.5, 2 35.3 / 12.4, 4 34.5 / 12.3 refilling each; at the end 35.6 / 11.9, 35.0 / 11.7,
+# 34.7 / 11.7. A ring of slots, the next channel's first 5-8 groups copied in while one is summed,
+# measured 37.0 (36.1 without)
+_BN_SMEM_WAIT = 4
+_BN_SMEM_REFILL_EACH = False
 
 
 def _bn_smem_plan(x, N, C, HW, want_dx):
