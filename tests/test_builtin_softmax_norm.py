@@ -639,8 +639,8 @@ module = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = module
 spec.loader.exec_module(module)
 found = []
-for N, HW, dt in ((32, 784, "bf16"), (7, 576, "fp16"), (3, 264, "bf16")):
-    consts, planes = module._bn_smem_consts(N, HW, 2)
+for N, HW, dt in ((32, 784, "bf16"), (7, 576, "fp16"), (3, 264, "bf16"), (1, 576, "fp32")):
+    consts, planes = module._bn_smem_consts(N, HW, 4 if dt == "fp32" else 2)
     consts.update(TRAIN=True, HAS_W=True, WANT_DW=True, WANT_DB=True)
     options = {"num_warps": consts.pop("num_warps")}
     names = ["x_ptr", "g_ptr", "mean_ptr", "istd_ptr", "rv_ptr", "w_ptr", "dx_ptr", "dw_ptr",
@@ -653,6 +653,7 @@ for N, HW, dt in ((32, 784, "bf16"), (7, 576, "fp16"), (3, 264, "bf16")):
     kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     ptx = kernel.asm["ptx"]
     found.append({"shared": kernel.metadata.shared, "planes": planes, "groups": consts["G"],
+                  "fp32": dt == "fp32",
                   "scratch": module._BN_SMEM_SCRATCH,
                   "copies16": len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)),
                   "stores16": len(re.findall(r"st\.global\.v4\.b32", ptx)),
@@ -686,7 +687,9 @@ def test_batch_norm_smem_kernel_compiles_for_sm90_with_16_byte_copies(tmp_path) 
     for k in json.loads(proc.stdout.strip().splitlines()[-1]):
         assert k["planes"] < k["shared"] <= k["planes"] + k["scratch"], k
         assert k["shared"] <= 227 * 1024, k
-        assert k["copies16"] == 4 * k["groups"] and k["stores16"] == k["groups"], k
+        per = 2 if k["fp32"] else 1  # 16-byte vectors per thread and group (8 elements)
+        assert k["copies16"] == 4 * per * k["groups"], k
+        assert k["stores16"] == per * k["groups"], k
         assert k["shuffles"] == 10, k
 
 

@@ -1196,11 +1196,12 @@ if gluon is not None:
 """
 
 _BN_BWD = '''
-# grad_input wanted, f16/bf16 NCHW, channels of more than 256 positions: each channel held in
+# grad_input wanted, f16/bf16/f32 NCHW, channels of more than 256 positions: each channel held in
 # shared memory by `_bn_smem_kernel` (Gluon; NVIDIA sm_80+), its inputs read from HBM once, when
-# both of its planes fit a block's shared memory; else the eager-order sums, the channel kernel
+# both of its planes fit a block's shared memory; else the plain kernels: sums, the channel kernel
 # and the elementwise pass, which read them twice (docs/BENCHMARKS.md §26)
 _BN_SMEM = True
+_BN_SMEM_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
 # groups the sums wait for at a time (a barrier each time), and whether a group's slot is refilled
 # with the next channel's as soon as it is written (a barrier each) or all at the channel's end.
@@ -1214,12 +1215,12 @@ _BN_SMEM_REFILL_EACH = False
 
 def _bn_smem_plan(x, N, C, HW, want_dx):
     """(grid, constexprs) of `_bn_smem_kernel` for this input, or None where it does not apply:
-    f16/bf16 NCHW, grad_input wanted, more than 256 positions per channel (eager's one-row
+    f16/bf16/f32 NCHW, grad_input wanted, more than 256 positions per channel (eager's one-row
     block of 512 threads) and a multiple of 8 of them (16-byte copies), on an NVIDIA GPU of
     compute capability 8.0 or more whose shared memory per block holds the channel."""
     if not (_BN_SMEM and gluon is not None and not _INTERPRET and want_dx
             and x.device.type == "cuda" and torch.version.hip is None
-            and x.dtype in (torch.float16, torch.bfloat16) and _eager_nchw(x)
+            and x.dtype in _BN_SMEM_DTYPES and _eager_nchw(x)
             and HW > 256 and HW % 8 == 0 and N * C * HW > 0):
         return None
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
