@@ -47,7 +47,9 @@ def _args(shape, dtype, train, weight, seed):
     return [g, x, w, rm, rv, mean, istd, train, 1e-5]
 
 
-def _check(kernel, args, mask):
+def _check(kernel, args, mask, exact=True):
+    """Eager's grad_input within a unit of the last place, its grad_weight and grad_bias bit for
+    bit (exact; f32 through the plain kernels: their split sums, within f32 rounding)."""
     try:
         want = torch.ops.aten.native_batch_norm_backward(*args, mask)
     except RuntimeError as exc:  # eval mode, some masks: "tensor does not have a device"
@@ -58,8 +60,10 @@ def _check(kernel, args, mask):
             assert a is None and b is None
         elif k == 0:
             torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2, equal_nan=True)
-        else:  # eager's own sums, bit for bit
+        elif exact:  # eager's own sums, bit for bit
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4, equal_nan=True)
     return got
 
 
@@ -76,7 +80,7 @@ def test_channels_held_in_shared_memory_match_eager(shape, dtype, tmp_path) -> N
     groups = -(-N * -(-HW // 512) // 8)  # of 8 rows of 512 positions, x and grad_out
     fits = 2 * groups * 8 * 512 * args[1].element_size() + 4096 <= 227 * 1024
     assert (module._bn_smem_plan(args[1], N, shape[1], HW, True) is not None) == fits
-    _check(kernel, args, [True, True, True])
+    _check(kernel, args, [True, True, True], exact=fits or dtype != torch.float32)
 
 
 @pytest.mark.parametrize(("train", "weight"), [(True, True), (True, False), (False, True), (False, False)])
