@@ -110,7 +110,9 @@ def test_misaligned_inputs_and_other_shapes_take_the_other_path(tmp_path) -> Non
     _check(kernel, args, [True, True, True])
     x = args[1]
     assert module._bn_smem_plan(x, 4, 16, 400, False) is None  # no grad_input
-    assert module._bn_smem_plan(x.float(), 4, 16, 400, True) is None  # f32
+    assert module._bn_smem_plan(x.double(), 4, 16, 400, True) is None  # f64
+    many = torch.empty(1, 1536, 384, device="cuda")
+    assert module._bn_smem_plan(many, 1, 1536, 384, True) is None  # many small channels
     small = torch.empty(4, 16, 16, 16, device="cuda", dtype=torch.bfloat16)
     assert module._bn_smem_plan(small, 4, 16, 256, True) is None  # eager's block is not 512 x 1
     big = torch.empty(32, 4, 56, 56, device="cuda", dtype=torch.bfloat16)

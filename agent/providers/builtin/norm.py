@@ -1202,6 +1202,10 @@ _BN_BWD = '''
 # and the elementwise pass, which read them twice (docs/BENCHMARKS.md §26)
 _BN_SMEM = True
 _BN_SMEM_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# channels per program at most: each costs a copy's latency and the sums' barriers, which many
+# small channels do not repay. H200, f32, whole op, us, plain kernels / this one: [1,384,576]
+# (3 channels per program) 11.9 / 8.5, [1,384,1536] 12.2 / 9.3, [1,1536,384] (12) 13.2 / 22.0
+_BN_SMEM_MAX_ROUNDS = 4
 _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
 # groups the sums wait for at a time (a barrier each time), and whether a group's slot is refilled
 # with the next channel's as soon as it is written (a barrier each) or all at the channel's end.
@@ -1217,7 +1221,8 @@ def _bn_smem_plan(x, N, C, HW, want_dx):
     """(grid, constexprs) of `_bn_smem_kernel` for this input, or None where it does not apply:
     f16/bf16/f32 NCHW, grad_input wanted, more than 256 positions per channel (eager's one-row
     block of 512 threads) and a multiple of 8 of them (16-byte copies), on an NVIDIA GPU of
-    compute capability 8.0 or more whose shared memory per block holds the channel."""
+    compute capability 8.0 or more whose shared memory per block holds the channel, at most
+    _BN_SMEM_MAX_ROUNDS channels per program."""
     if not (_BN_SMEM and gluon is not None and not _INTERPRET and want_dx
             and x.device.type == "cuda" and torch.version.hip is None
             and x.dtype in _BN_SMEM_DTYPES and _eager_nchw(x)
@@ -1228,7 +1233,7 @@ def _bn_smem_plan(x, N, C, HW, want_dx):
         return None
     consts, planes = _bn_smem_consts(N, HW, x.element_size())
     shared = triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
-    if planes + _BN_SMEM_SCRATCH > shared:
+    if planes + _BN_SMEM_SCRATCH > shared or _cdiv(C, _num_sms(index)) > _BN_SMEM_MAX_ROUNDS:
         return None
     return min(C, _num_sms(index)), consts
 
