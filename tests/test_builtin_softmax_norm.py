@@ -597,14 +597,29 @@ print(json.dumps(found))
 """
 
 
+def _sm90_child(script: str, arg: str) -> list:
+    """Run a compile-for-sm_90 script in a child without the interpreter (this process runs
+    it): the JSON list it prints last; skip where Triton's CUDA backend cannot run here."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, arg], capture_output=True, text=True, env=env, timeout=600
+    )
+    if proc.returncode != 0 and "ptxas" in proc.stderr:
+        pytest.skip(f"Triton's CUDA backend is not usable here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_smem_rows_kernel_compiles_for_sm90_with_16_byte_copies_and_stores(tmp_path) -> None:
     """The Gluon kernel for long f32 rows (GPU only: the interpreter cannot run Gluon) compiles
     for an H100/H200 with this Triton; every row chunk is copied in and stored out in 16-byte
     vectors although rows start at any 4-byte offset, and its shared memory (chunks and the
     reductions' scratch) stays within the budget the plan checks against a block's limit."""
     import json
-    import subprocess
-    import sys
 
     pytest.importorskip("triton.experimental.gluon")
     paths = []
@@ -612,15 +627,7 @@ def test_smem_rows_kernel_compiles_for_sm90_with_16_byte_copies_and_stores(tmp_p
         path = tmp_path / f"{op}.py"
         path.write_text(_write(softmax, op, []), encoding="utf-8")
         paths.append(str(path))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _GLUON_CHILD, json.dumps(paths)],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    if proc.returncode != 0 and "ptxas" in proc.stderr:
-        pytest.skip(f"Triton's CUDA backend is not usable here: {proc.stderr[-300:]}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    for k in json.loads(proc.stdout.strip().splitlines()[-1]):
+    for k in _sm90_child(_GLUON_CHILD, json.dumps(paths)):
         assert k["chunks"] < k["shared"] <= k["chunks"] + k["scratch"], k
         assert k["shared"] <= 227 * 1024, k
         # two copies per chunk in the code (the first row's, the next row's), one store each
@@ -668,23 +675,12 @@ def test_batch_norm_smem_kernel_compiles_for_sm90_with_16_byte_copies(tmp_path) 
     the next one's) and grad_input stored out in 16-byte vectors, eager's warp tree is five
     shuffles per sum, and shared memory stays within what the plan checks against a block's
     limit."""
-    import json
-    import subprocess
-    import sys
 
     pytest.importorskip("triton.experimental.gluon")
     op = "native_batch_norm_backward.default"
     path = tmp_path / f"{op}.py"
     path.write_text(_write(norm, op, []), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _BN_GLUON_CHILD, str(path)],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    if proc.returncode != 0 and "ptxas" in proc.stderr:
-        pytest.skip(f"Triton's CUDA backend is not usable here: {proc.stderr[-300:]}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    for k in json.loads(proc.stdout.strip().splitlines()[-1]):
+    for k in _sm90_child(_BN_GLUON_CHILD, str(path)):
         assert k["planes"] < k["shared"] <= k["planes"] + k["scratch"], k
         assert k["shared"] <= 227 * 1024, k
         per = 2 if k["fp32"] else 1  # 16-byte vectors per thread and group (8 elements)

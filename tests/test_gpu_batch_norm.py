@@ -55,7 +55,7 @@ def _check(kernel, args, mask, exact=True):
     except RuntimeError as exc:  # eval mode, some masks: "tensor does not have a device"
         pytest.skip(f"eager fails here: {exc}")
     got = kernel(*args, mask)
-    for k, (a, b) in enumerate(zip(got, want)):
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
         if not mask[k]:
             assert a is None and b is None
         elif k == 0:
@@ -97,7 +97,7 @@ def test_special_values_and_a_second_call(tmp_path) -> None:
     args[0][2, 7, 0, 0] = float("nan")
     first = _check(kernel, args, [True, True, True])
     second = kernel(*args, [True, True, True])
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
 
 
