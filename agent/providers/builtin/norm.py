@@ -1122,8 +1122,10 @@ if gluon is not None:
         its element of the row in eager's order, each g*(x-mean) through the input dtype; the
         block's shuffle tree follows eager's (`_bn_block_sums`), then grad_weight,
         grad_bias and grad_input with eager's formula, each group read back from shared
-        memory and refilled with the next channel's rows, so the next channel's bytes are in
-        flight while this one is written.\"\"\"
+        memory; the groups are refilled with the next channel's rows (each as soon as it is
+        written with REFILL_EACH, else all after the channel's last), so that those bytes are
+        in flight while this channel is finished. Past the channel's positions a group holds
+        zeros (masked copies fill them), which add nothing to the sums.\"\"\"
         W: gl.constexpr = 16
         NX: gl.constexpr = (HW + 511) // 512
         ROWS: gl.constexpr = N * NX
