@@ -1046,21 +1046,8 @@ if gluon is not None:
         \"\"\"One step of eager's warp reduction (`warp_shfl_down`): each lane adds the value of
         lane + OFF, passed through DT first; lane 0 ends with eager's warp sum.\"\"\"
         b = v.to(gl.int32, bitcast=True)
-        if OFF == 16:
-            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 16, 0x1f, -1;", "=r,r",
-                                          [b], dtype=gl.int32, is_pure=False, pack=1)
-        elif OFF == 8:
-            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 8, 0x1f, -1;", "=r,r",
-                                          [b], dtype=gl.int32, is_pure=False, pack=1)
-        elif OFF == 4:
-            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 4, 0x1f, -1;", "=r,r",
-                                          [b], dtype=gl.int32, is_pure=False, pack=1)
-        elif OFF == 2:
-            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 2, 0x1f, -1;", "=r,r",
-                                          [b], dtype=gl.int32, is_pure=False, pack=1)
-        else:
-            b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, 1, 0x1f, -1;", "=r,r",
-                                          [b], dtype=gl.int32, is_pure=False, pack=1)
+        b = gl.inline_asm_elementwise("shfl.sync.down.b32 $0, $1, $2, 0x1f, -1;", "=r,r,r",
+                                      [b, b * 0 + OFF], dtype=gl.int32, is_pure=False, pack=1)
         return v + b.to(gl.float32, bitcast=True).to(DT).to(gl.float32)
 
     @gluon.jit
