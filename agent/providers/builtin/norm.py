@@ -1083,15 +1083,13 @@ if gluon is not None:
 
     @gluon.jit
     def _bn_smem_copy(xd, gd, x_ptr, g_ptr, c, C, J: gl.constexpr, r8, col8, N: gl.constexpr,
-                      HW: gl.constexpr, NX: gl.constexpr, G_GLOBAL: gl.constexpr):
-        \"\"\"Copy group J of channel c's x and grad_out (only x with G_GLOBAL) into xd, gd
-        (cp.async, 16 bytes a thread) as one commit group: zeros past the channel's positions,
-        and for c >= C.\"\"\"
+                      HW: gl.constexpr, NX: gl.constexpr):
+        \"\"\"Copy group J of channel c's x and grad_out into xd, gd (cp.async, 16 bytes a
+        thread) as one commit group: zeros past the channel's positions, and for c >= C.\"\"\"
         offs, ok = _bn_smem_group(c, J, r8, col8, C, N, HW, NX)
         ok = ok & (c < C)
         _gl_copy(xd, x_ptr + offs, mask=ok)
-        if not G_GLOBAL:
-            _gl_copy(gd, g_ptr + offs, mask=ok)
+        _gl_copy(gd, g_ptr + offs, mask=ok)
         async_copy.commit_group()
 
     @gluon.jit
@@ -1099,9 +1097,8 @@ if gluon is not None:
                         C, inv_count, eps, N: gl.constexpr, HW: gl.constexpr,
                         TRAIN: gl.constexpr, HAS_W: gl.constexpr, WANT_DW: gl.constexpr,
                         WANT_DB: gl.constexpr, G: gl.constexpr, WAIT: gl.constexpr,
-                        REFILL_EACH: gl.constexpr, G_GLOBAL: gl.constexpr, CL: gl.constexpr,
-                        B3: gl.constexpr, WL: gl.constexpr, SL3: gl.constexpr,
-                        SL2: gl.constexpr):
+                        REFILL_EACH: gl.constexpr, CL: gl.constexpr, B3: gl.constexpr,
+                        WL: gl.constexpr, SL3: gl.constexpr, SL2: gl.constexpr):
         \"\"\"CUDA eager's NCHW batch norm backward for channels of more than 256 positions
         (its block: 512 threads in a row, thread t summing positions t, t + 512, ... of batch
         0, then of batch 1, ...), with each channel's x and grad_out held in shared memory:
@@ -1123,18 +1120,15 @@ if gluon is not None:
         pid = gl.program_id(0)
         P = gl.num_programs(0)
         xs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
-        gs = gl.allocate_shared_memory(DT, [1 if G_GLOBAL else G, 8, W, 32], SL3)
+        gs = gl.allocate_shared_memory(DT, [G, 8, W, 32], SL3)
         sc = gl.allocate_shared_memory(gl.float32, [2, W, 32], SL2)
-        t3 = (gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, B3)))[None, :, None] * 32
-              + gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, B3)))[None, None, :])
         r8 = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, CL)))[:, None, None]
         w8 = gl.arange(0, W, layout=gl.SliceLayout(0, gl.SliceLayout(2, CL)))[None, :, None]
         l8 = gl.arange(0, 32, layout=gl.SliceLayout(0, gl.SliceLayout(1, CL)))[None, None, :]
         col8 = w8 * 32 + l8
         c = pid
         for j in gl.static_range(G):
-            _bn_smem_copy(xs.index(j), gs.index(j if not G_GLOBAL else 0), x_ptr, g_ptr, c, C, j,
-                          r8, col8, N, HW, NX, G_GLOBAL)
+            _bn_smem_copy(xs.index(j), gs.index(j), x_ptr, g_ptr, c, C, j, r8, col8, N, HW, NX)
         while c < C:
             mean = gl.load(mean_ptr + c).to(gl.float32)  # all three in flight during the sums
             if TRAIN:
@@ -1154,14 +1148,7 @@ if gluon is not None:
                     if j * 8 + k < ROWS:
                         # lanes past the batch's positions hold zeros (masked copies fill
                         # them): their terms add nothing
-                        if G_GLOBAL:  # eager's step: batch (j*8+k) // NX, its block
-                            r = j * 8 + k
-                            gv = gl.load(g_ptr + ((r // NX) * C + c).to(gl.int64) * HW
-                                         + (r % NX) * 512 + t3,
-                                         mask=t3 < HW - (r % NX) * 512, other=0.0)
-                            gv = gv.to(gl.float32)
-                        else:
-                            gv = gs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
+                        gv = gs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
                         xv = xs.index(j).slice(k, 1, 0).load(B3).to(gl.float32)
                         a1 += gv
                         a2 += (gv * (xv - mean)).to(DT).to(gl.float32)
@@ -1177,10 +1164,7 @@ if gluon is not None:
             nc = c + P
             for j in gl.static_range(G):
                 offs, ok = _bn_smem_group(c, j, r8, col8, C, N, HW, NX)
-                if G_GLOBAL:  # read again, from L2 if it still holds it
-                    go = gl.load(g_ptr + offs, mask=ok, other=0.0).to(gl.float32)
-                else:
-                    go = gs.index(j).load(CL).to(gl.float32)
+                go = gs.index(j).load(CL).to(gl.float32)
                 if TRAIN:  # eager's formula, and so its inf and NaN too
                     xv = xs.index(j).load(CL).to(gl.float32)
                     dx = (go - (xv - mean) * proj_scale - grad_mean) * grad_scale
@@ -1189,13 +1173,13 @@ if gluon is not None:
                 gl.store(dx_ptr + offs, dx.to(DT), mask=ok)
                 if REFILL_EACH:  # the group's slot refilled at once
                     _gl_barrier()
-                    _bn_smem_copy(xs.index(j), gs.index(j if not G_GLOBAL else 0), x_ptr, g_ptr,
-                                  nc, C, j, r8, col8, N, HW, NX, G_GLOBAL)
+                    _bn_smem_copy(xs.index(j), gs.index(j), x_ptr, g_ptr, nc, C, j, r8, col8,
+                                  N, HW, NX)
             if not REFILL_EACH:  # all of them after the channel's last group
                 _gl_barrier()
                 for j in gl.static_range(G):
-                    _bn_smem_copy(xs.index(j), gs.index(j if not G_GLOBAL else 0), x_ptr, g_ptr,
-                                  nc, C, j, r8, col8, N, HW, NX, G_GLOBAL)
+                    _bn_smem_copy(xs.index(j), gs.index(j), x_ptr, g_ptr, nc, C, j, r8, col8,
+                                  N, HW, NX)
             c = nc
         async_copy.wait_group(0)
 """
@@ -1220,11 +1204,6 @@ _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (
 # measured 37.0 (36.1 without)
 _BN_SMEM_WAIT = 4
 _BN_SMEM_REFILL_EACH = False
-# only x held in shared memory (grad_out read from HBM for the sums and again, from L2 if it
-# still holds it, for grad_input): half the shared memory, so two programs per SM where it fits
-# ([32,*,28,28] bf16: 64 KB each) and twice the warps to hide latency with. Unmeasured (session
-# 18 wrote it after its last device call): off until a sweep says otherwise
-_BN_SMEM_G_GLOBAL = False
 
 
 def _bn_smem_plan(x, N, C, HW, want_dx):
@@ -1243,30 +1222,23 @@ def _bn_smem_plan(x, N, C, HW, want_dx):
         return None
     consts, planes = _bn_smem_consts(N, HW, x.element_size())
     shared = triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
-    block = planes + _BN_SMEM_SCRATCH
-    # programs per SM: two where their shared memory fits the SM's (a block's limit + 1 KB,
-    # less 1 KB the driver keeps per block) and their registers the register file (64 each)
-    per_sm = 2 if _BN_SMEM_G_GLOBAL and 2 * (block + 1024) <= shared + 1024 else 1
-    if block > shared or _cdiv(C, per_sm * _num_sms(index)) > _BN_SMEM_MAX_ROUNDS:
+    if planes + _BN_SMEM_SCRATCH > shared or _cdiv(C, _num_sms(index)) > _BN_SMEM_MAX_ROUNDS:
         return None
-    if per_sm == 2:
-        consts = dict(consts, maxnreg=64)
-    return min(C, per_sm * _num_sms(index)), consts
+    return min(C, _num_sms(index)), consts
 
 
 def _bn_smem_consts(N, HW, element_size):
     """`_bn_smem_kernel`'s constexprs for channels of N x HW elements, and the shared memory its
-    planes take (bytes): groups of 8 rows of 512, a row per batch and block of positions, of x
-    and (unless _BN_SMEM_G_GLOBAL) grad_out."""
+    two planes take (bytes): groups of 8 rows of 512, a row per batch and block of positions."""
     groups = _cdiv(N * _cdiv(HW, 512), 8)
     consts = dict(N=N, HW=HW, G=groups, WAIT=max(1, _BN_SMEM_WAIT),
-                  REFILL_EACH=_BN_SMEM_REFILL_EACH, G_GLOBAL=_BN_SMEM_G_GLOBAL,
+                  REFILL_EACH=_BN_SMEM_REFILL_EACH,
                   CL=gl.BlockedLayout([1, 1, 8], [1, 8, 4], [8, 2, 1], [2, 1, 0]),
                   B3=gl.BlockedLayout([1, 1, 1], [1, 1, 32], [1, 16, 1], [2, 1, 0]),
                   WL=gl.BlockedLayout([16, 1], [1, 32], [1, 16], [0, 1]),
                   SL3=gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]),
                   SL2=gl.SwizzledSharedLayout(1, 1, 1, [1, 0]), num_warps=16)
-    return consts, (1 if _BN_SMEM_G_GLOBAL else 2) * groups * 8 * 512 * element_size
+    return consts, 2 * groups * 8 * 512 * element_size
 
 
 _BN_BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
