@@ -26,10 +26,9 @@ How the generated kernels work:
 - embedding_dense_backward, by the number of indices (no frequency scaling, not fp64): up to
   3072, CUDA eager's own arithmetic for few indices (per chunk of 32 rows, fp32 sums rounded to
   the dtype, added chunk after chunk), every chunk in parallel and each weight row's chunks
-  folded along links; up to 16384, a stable counting sort of the rows by weight row, then the
-  rows of a weight row named up to 10 times added in index order (fp32, rounded once: eager's
-  bits), and per tile of sorted rows one small 0/1 matrix product sums the rows of each weight
-  row named more often (fp32, rounded once), whatever the distribution of the indices; beyond (and with frequency
+  folded along links; up to 16384, a stable counting sort of the rows by weight row, then per
+  tile of sorted rows one small 0/1 matrix product sums the rows of each weight row (fp32,
+  rounded once), whatever the distribution of the indices; beyond (and with frequency
   scaling), grad rows added into the weight-shaped gradient as int64 fixed point (grad * 2**S,
   S from max |grad| so that no row sum can overflow): integer atomics give the same sums in any
   order, so the result is deterministic (fp32 atomics were not, and the evaluator rejects a
@@ -1583,45 +1582,9 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 
 
 @triton.jit
-def _embed_short_runs(g_ptr, order_ptr, out_ptr, R, D, NW, p, p_ok, key, cols, col_ok, I1, I2,
-                      I3, SG0, SG1, SG2, SG3, SGD, KMAX: tl.constexpr, KP: tl.constexpr,
-                      T: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Step 4a, the weight rows named 1 to KMAX times whose first sorted position is in p: their
-    grad rows (the next positions, so in index order) added one after another to an fp32 zero,
-    rounded once. That is CUDA eager's sorted path for a weight row of up to 10 rows (one
-    partial segment, summed row by row, then added to zero): these rows get eager's bits. A
-    run's length and rows come from the KP positions from its first on (one round of index
-    loads, then one of grad rows); a weight-row-major kernel, which first looked up each row's
-    count and start, waited on four dependent loads (H200, [4,2048,2048] bf16: 33.8 us, as
-    slow as the tile products it replaced)."""
-    DT: tl.constexpr = out_ptr.dtype.element_ty
-    prev = tl.load(order_ptr + R + p - 1, mask=p_ok & (p > 0), other=-1)
-    j = tl.arange(0, KP)
-    q = p[:, None] + j[None, :]
-    near = (q < R) & (j[None, :] <= KMAX)
-    n = tl.sum((tl.load(order_ptr + R + q, mask=near, other=-1) == key[:, None]).to(tl.int32),
-               axis=1)
-    short = p_ok & (key < NW) & (key != prev) & (n <= KMAX)
-    steps = tl.max(tl.where(short, n, 0), axis=0)
-    if steps > 0:
-        rows = tl.load(order_ptr + q, mask=near & (j[None, :] < n[:, None]) & short[:, None],
-                       other=0)
-        acc = tl.zeros([T, BLOCK_C], tl.float32)
-        for i in range(0, steps):
-            r = tl.sum(tl.where(j[None, :] == i, rows, 0), axis=1)
-            _, goff = _embed_rows(r.to(tl.int64), I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
-            acc += tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD,
-                           mask=(short & (i < n))[:, None] & col_ok[None, :],
-                           other=0).to(tl.float32)
-        tl.store(out_ptr + key.to(tl.int64)[:, None] * D + cols[None, :], acc.to(DT),
-                 mask=short[:, None] & col_ok[None, :])
-
-
-@triton.jit
-def _embed_seg_kernel(g_ptr, order_ptr, cnt_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0,
-                      SG1, SG2, SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr,
-                      TC: tl.constexpr, CHECK_SUMS: tl.constexpr, KMAX: tl.constexpr,
-                      KP: tl.constexpr):
+def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0, SG1, SG2,
+                      SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
+                      CHECK_SUMS: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
     row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
@@ -1630,9 +1593,8 @@ def _embed_seg_kernel(g_ptr, order_ptr, cnt_ptr, out_ptr, part_ptr, R, D, NW, I1
     the tile is stored (rounded once); one continuing into the next tile leaves its partial sum
     in part[0, tile], and the part of one that began in an earlier tile goes to part[1, tile],
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
-    took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
-    That for weight rows named more than KMAX times only, after `_embed_short_runs` for the
-    others."""
+    took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)"""
+    DT: tl.constexpr = out_ptr.dtype.element_ty
     t = tl.program_id(0)
     p = t * T + tl.arange(0, T)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -1642,21 +1604,6 @@ def _embed_seg_kernel(g_ptr, order_ptr, cnt_ptr, out_ptr, part_ptr, R, D, NW, I1
     nxt = tl.load(order_ptr + R + p + 1, mask=p + 1 < R, other=-1)
     row = tl.load(order_ptr + p, mask=p_ok, other=0)
     live = p_ok & (key < NW)
-    if KMAX > 0:
-        _embed_short_runs(g_ptr, order_ptr, out_ptr, R, D, NW, p, p_ok, key, cols, col_ok, I1,
-                          I2, I3, SG0, SG1, SG2, SG3, SGD, KMAX, KP, T, BLOCK_C)
-        live = live & (tl.load(cnt_ptr + key, mask=live, other=0) > KMAX)
-    if tl.max(live.to(tl.int32), axis=0) > 0:
-        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, R, D, t, p, key, nxt, row, live,
-                        cols, col_ok, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, T, TC, CHECK_SUMS)
-
-
-@triton.jit
-def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, R, D, t, p, key, nxt, row, live, cols,
-                    col_ok, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, T: tl.constexpr,
-                    TC: tl.constexpr, CHECK_SUMS: tl.constexpr):
-    """`_embed_seg_kernel`'s sums and stores for its tile's live positions."""
-    DT: tl.constexpr = out_ptr.dtype.element_ty
     _, goff = _embed_rows(row.to(tl.int64), I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
     g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD,
                 mask=live[:, None] & col_ok[None, :], other=0)
@@ -1698,19 +1645,17 @@ def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, R, D, t, p, key, nxt, r
 
 
 @triton.jit
-def _embed_fix_kernel(order_ptr, start_ptr, cnt_ptr, out_ptr, part_ptr, R, D, NW, KMAX,
-                      T: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Step 5: a weight row (named more than KMAX times) whose rows begin in an earlier tile and
-    end in this one: the partial sums of its tiles, in tile order, then this tile's part;
-    stored rounded once."""
+def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, T: tl.constexpr,
+                      BLOCK_C: tl.constexpr):
+    """Step 5: a weight row whose rows begin in an earlier tile and end in this one: the
+    partial sums of its tiles, in tile order, then this tile's part; stored rounded once."""
     t = tl.program_id(0)
     first = tl.load(order_ptr + R + t * T)
     before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(t * T - 1, 0)) == first)
     last = tl.minimum(t * T + T, R) - 1
     goes_on = (last + 1 < R) & (tl.load(order_ptr + R + last) == first) & (
         tl.load(order_ptr + R + tl.minimum(last + 1, R - 1)) == first)
-    long = tl.load(cnt_ptr + tl.minimum(first, NW)) > KMAX
-    if before & ~goes_on & (first < NW) & long:
+    if before & ~goes_on & (first < NW):
         cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
         col_ok = cols < D
         acc = tl.zeros([BLOCK_C], tl.float32)
@@ -1765,10 +1710,6 @@ _EMBED_SEG_MAXNREG = 128
 # Compute). H200, whole op, grads/sums: [4,2048,2048] bf16 85.0/83.1 us, [8,1024,768] bf16
 # 56.8/55.9, f32 cases within 0.4 us
 _EMBED_SEG_CHECK_SUMS = True
-# weight rows named by 1 to this many indices are summed row after row (`_embed_short_runs`:
-# eager's own arithmetic for up to 10, one partial segment), the others by the segment kernel's
-# tile products; 0: all by the tile products
-_EMBED_SHORT_MAX = 10
 # `_embed_link_kernel`: rows per program (a divisor of 32), indices per step, warps (H200,
 # [4,2048] indices into 32000 rows, whole op: 8-32 rows x 64-256 indices 156-171 us, 16 x 64 best)
 _EMBED_LINK_ROWS = 16
@@ -1830,18 +1771,16 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
         indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, ranks,
         out.numel(), D, ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb,
         ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, num_warps=4)
-    kmax = _EMBED_SHORT_MAX
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     grid = (_cdiv(R, tile), _cdiv(D, bc))
     part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
-    _embed_seg_kernel[grid](grad_output, order, cnt, out, part, R, D, num_weights,
-                            *geometry[:3], *geometry[7:], T=tile, BLOCK_C=bc, TC=not _INTERPRET,
-                            CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), KMAX=kmax,
-                            KP=_pow2(kmax + 1), num_warps=_EMBED_SEG_WARPS,
+    _embed_seg_kernel[grid](grad_output, order, out, part, R, D, num_weights, *geometry[:3],
+                            *geometry[7:], T=tile, BLOCK_C=bc, TC=not _INTERPRET,
+                            CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), num_warps=_EMBED_SEG_WARPS,
                             **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
-    _embed_fix_kernel[grid](order, start, cnt, out, part, R, D, num_weights, kmax, T=tile,
-                            BLOCK_C=bc, num_warps=4)
+    _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
+                            num_warps=4)
     return out
 
 
