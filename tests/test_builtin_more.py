@@ -452,7 +452,8 @@ def test_embedding_backward_sorted_path_sums_in_fp32_whatever_the_skew(
     one weight row and a hot row holding a third of the indices (as in real token streams) span
     many tiles of sorted rows (16 rows a tile: one weight row across several), whose partial sums
     are added in tile order; rows of padding_idx are left out; a second call gives the same bits.
-    The rank kernel zeroes the rows no index names, or (`_EMBED_ZERO_ROWS` 0) all rows."""
+    The rank kernel zeroes the rows no index names, or (`_EMBED_ZERO_ROWS` 0) all rows; with
+    16-row tiles a program sums two column blocks in turn."""
     gen = torch.Generator().manual_seed(4)
     grad = (torch.randn(300, 24, generator=gen) * 30).to(dtype)
     index = torch.randint(0, weights, (300,), generator=gen)
@@ -465,6 +466,8 @@ def test_embedding_backward_sorted_path_sums_in_fp32_whatever_the_skew(
         module._EAGER_FEATURE_MAX = 100
         module._EMBED_SEG_ROWS = tile
         module._EMBED_ZERO_ROWS = zero_rows
+        if tile == 16:  # two column blocks of 16 for the 24 columns, one program doing both
+            module._EMBED_SEG_COLS, module._EMBED_SEG_COL_STEPS = 16, 2
         got = kernel(grad, index, weights, 0, False)
         again = kernel(grad, index, weights, 0, False)
     assert torch.equal(got, again)

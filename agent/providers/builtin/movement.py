@@ -1584,7 +1584,7 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 @triton.jit
 def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0, SG1, SG2,
                       SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
-                      CHECK_SUMS: tl.constexpr):
+                      CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
     row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
@@ -1593,55 +1593,59 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
     the tile is stored (rounded once); one continuing into the next tile leaves its partial sum
     in part[0, tile], and the part of one that began in an earlier tile goes to part[1, tile],
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
-    took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)"""
+    took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
+    A program does COL_STEPS column blocks in turn (STAGES of them in flight), its positions'
+    keys and rows loaded once."""
     DT: tl.constexpr = out_ptr.dtype.element_ty
     t = tl.program_id(0)
     p = t * T + tl.arange(0, T)
-    cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
-    col_ok = cols < D
     p_ok = p < R
     key = tl.load(order_ptr + R + p, mask=p_ok, other=NW)
     nxt = tl.load(order_ptr + R + p + 1, mask=p + 1 < R, other=-1)
     row = tl.load(order_ptr + p, mask=p_ok, other=0)
     live = p_ok & (key < NW)
     _, goff = _embed_rows(row.to(tl.int64), I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
-    g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD,
-                mask=live[:, None] & col_ok[None, :], other=0)
     same = key[:, None] == key[None, :]
-    sums = _embed_run_sums(same, g, TC)
-    if CHECK_SUMS:
-        # a NaN or infinite grad makes its own row's sum (and so their total) NaN or infinite;
-        # an overflow to infinity also takes the branch, which gives it the same sums
-        total = tl.sum(tl.sum(sums, axis=1), axis=0)
-        odd = (total - total) != 0
-    else:
-        gf = g.to(tl.float32)
-        odd = tl.max(tl.max(((gf != gf) | (tl.abs(gf) == float("inf"))).to(tl.int32), axis=1),
-                     axis=0) > 0
-    if odd:
-        # 0 * NaN is NaN: sum the finite values alone, then give each run what eager's sums
-        # give it: NaN for a NaN or for both infinities, else the infinity it holds
-        gf = g.to(tl.float32)
-        bad = (gf != gf) | (tl.abs(gf) == float("inf"))
-        sums = _embed_run_sums(same, tl.where(bad, 0, g), TC)
-        one = same.to(tl.float16)
-        nan = tl.dot(one, (gf != gf).to(tl.float16), out_dtype=tl.float32) > 0
-        pos = tl.dot(one, (gf == float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
-        neg = tl.dot(one, (gf == -float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
-        sums = tl.where(pos, float("inf"), sums)
-        sums = tl.where(neg, -float("inf"), sums)
-        sums = tl.where(nan | (pos & neg), float("nan"), sums)
     end = live & (key != nxt) | live & (p == t * T + T - 1)
     cont = key == nxt  # (only at the tile's last position) the weight row goes on
     first = tl.load(order_ptr + R + t * T)
     # block-shaped conditions only (the interpreter rejects masks that combine scalar ones)
     before = (key == first) & (key == tl.load(order_ptr + R + tl.maximum(t * T - 1, 0))) & (p >= T)
     done = end & ~cont & ~before
-    tl.store(out_ptr + key.to(tl.int64)[:, None] * D + cols[None, :], sums.to(DT),
-             mask=done[:, None] & col_ok[None, :])
     slot = tl.where(cont, 0, 1).to(tl.int64) * tl.num_programs(0) + t
-    tl.store(part_ptr + slot[:, None] * D + cols[None, :], sums,
-             mask=(end & (cont | before))[:, None] & col_ok[None, :])
+    for c in tl.range(0, COL_STEPS, num_stages=STAGES):
+        cols = (tl.program_id(1).to(tl.int64) * COL_STEPS + c) * BLOCK_C + tl.arange(0, BLOCK_C)
+        col_ok = cols < D
+        g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD,
+                    mask=live[:, None] & col_ok[None, :], other=0)
+        sums = _embed_run_sums(same, g, TC)
+        if CHECK_SUMS:
+            # a NaN or infinite grad makes its own row's sum (and so their total) NaN or
+            # infinite; an overflow to infinity also takes the branch, which gives it the same
+            # sums
+            total = tl.sum(tl.sum(sums, axis=1), axis=0)
+            odd = (total - total) != 0
+        else:
+            gf = g.to(tl.float32)
+            odd = tl.max(tl.max(((gf != gf) | (tl.abs(gf) == float("inf"))).to(tl.int32),
+                                axis=1), axis=0) > 0
+        if odd:
+            # 0 * NaN is NaN: sum the finite values alone, then give each run what eager's sums
+            # give it: NaN for a NaN or for both infinities, else the infinity it holds
+            gf = g.to(tl.float32)
+            bad = (gf != gf) | (tl.abs(gf) == float("inf"))
+            sums = _embed_run_sums(same, tl.where(bad, 0, g), TC)
+            one = same.to(tl.float16)
+            nan = tl.dot(one, (gf != gf).to(tl.float16), out_dtype=tl.float32) > 0
+            pos = tl.dot(one, (gf == float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
+            neg = tl.dot(one, (gf == -float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
+            sums = tl.where(pos, float("inf"), sums)
+            sums = tl.where(neg, -float("inf"), sums)
+            sums = tl.where(nan | (pos & neg), float("nan"), sums)
+        tl.store(out_ptr + key.to(tl.int64)[:, None] * D + cols[None, :], sums.to(DT),
+                 mask=done[:, None] & col_ok[None, :])
+        tl.store(part_ptr + slot[:, None] * D + cols[None, :], sums,
+                 mask=(end & (cont | before))[:, None] & col_ok[None, :])
 
 
 @triton.jit
@@ -1710,6 +1714,12 @@ _EMBED_SEG_MAXNREG = 128
 # Compute). H200, whole op, grads/sums: [4,2048,2048] bf16 85.0/83.1 us, [8,1024,768] bf16
 # 56.8/55.9, f32 cases within 0.4 us
 _EMBED_SEG_CHECK_SUMS = True
+# `_embed_seg_kernel`: column blocks per program (done in turn; 1: a program per block), and
+# how many of them are in flight at once (Triton pipelining). H200, whole op, steps/stages 1/1,
+# 2/3, 4/3, 16/3: [4,2048,2048] bf16 82.8/78.7/78.2/82.2 us, [8,1024,768] bf16 55.7/55.2/56.2/
+# 54.3; Zipf 1.1 indices, 1/2 and 4/2: 86.9 and 83.0 (BENCHMARKS §27)
+_EMBED_SEG_COL_STEPS = 2
+_EMBED_SEG_STAGES = 3
 # `_embed_link_kernel`: rows per program (a divisor of 32), indices per step, warps (H200,
 # [4,2048] indices into 32000 rows, whole op: 8-32 rows x 64-256 indices 156-171 us, 16 x 64 best)
 _EMBED_LINK_ROWS = 16
@@ -1774,10 +1784,13 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     grid = (_cdiv(R, tile), _cdiv(D, bc))
+    steps = max(1, min(_EMBED_SEG_COL_STEPS, grid[1]))
     part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
-    _embed_seg_kernel[grid](grad_output, order, out, part, R, D, num_weights, *geometry[:3],
+    _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
+                            grad_output, order, out, part, R, D, num_weights, *geometry[:3],
                             *geometry[7:], T=tile, BLOCK_C=bc, TC=not _INTERPRET,
-                            CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), num_warps=_EMBED_SEG_WARPS,
+                            CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps,
+                            STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS,
                             **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
     _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
                             num_warps=4)
