@@ -1,5 +1,11 @@
-"""Half-precision GEMMs of the torchbench suite: the builtin mm kernel against a TMA-descriptor
-variant (tiles loaded by the Tensor Memory Accelerator instead of pointer loads) and eager.
+"""Half-precision GEMMs of the torchbench suite: the builtin mm kernel against TMA-descriptor
+variants (tiles loaded by the Tensor Memory Accelerator instead of pointer loads) and eager.
+
+Variants: descriptors built in the kernel (`tl.make_tensor_descriptor`: a descriptor written by
+every program), built on the host (`TensorDescriptor`), and host-built with persistent programs
+that walk the tiles with the tile and K loops flattened (the next tile's loads in flight during
+a store). All three matched `a @ b` in Triton's interpreter on odd shapes (edge tiles, K not a
+multiple of the tile).
 
 Why: the builtin matmul loses to cuBLAS by 1.1-1.7x on the suite's small bf16/f16 GEMMs (one
 wave of tiles or less, docs/BENCHMARKS.md §15), and Triton's fastest Hopper GEMMs load their
@@ -53,19 +59,39 @@ _CONFIGS = [
 
 
 @triton.jit
+def _tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 GROUP_M: tl.constexpr):
+    """(first row, first column) of output tile `tile`, GROUP_M row tiles at a time (L2 reuse)."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    per_group = GROUP_M * tl.cdiv(N, BLOCK_N)
+    first_m = (tile // per_group) * GROUP_M
+    group_m = tl.minimum(num_m - first_m, GROUP_M)
+    return ((first_m + (tile % per_group) % group_m) * BLOCK_M,
+            ((tile % per_group) // group_m) * BLOCK_N)
+
+
+@triton.jit
+def _dot_step(a_desc, b_desc, om, on, k, acc, A_MN: tl.constexpr, B_KN: tl.constexpr):
+    """acc + A[om:, k:] @ B[k:, on:] for one K step, each tile loaded through its descriptor
+    over the operand's contiguous layout (A_MN: A stored as [K, M]; B_KN: B stored as [K, N],
+    else as [N, K])."""
+    if A_MN:
+        a = a_desc.load([k, om]).T
+    else:
+        a = a_desc.load([om, k])
+    if B_KN:
+        b = b_desc.load([k, on])
+    else:
+        b = b_desc.load([on, k]).T
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
 def _mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, s_a, s_b, s_c, A_MN: tl.constexpr,
             B_KN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr):
-    """C = A @ B, each operand through a device-side tensor descriptor over its contiguous
-    layout (A_MN: A stored as [K, M]; B_KN: B stored as [K, N], else as [N, K])."""
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    group_m = tl.minimum(num_m - first_m, GROUP_M)
-    om = (first_m + (pid % per_group) % group_m) * BLOCK_M
-    on = ((pid % per_group) // group_m) * BLOCK_N
+    """C = A @ B, a program per output tile, its descriptors built in the kernel."""
+    om, on = _tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     if A_MN:
         a_desc = tl.make_tensor_descriptor(a_ptr, [K, M], [s_a, 1], [BLOCK_K, BLOCK_M])
     else:
@@ -77,135 +103,42 @@ def _mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, s_a, s_b, s_c, A_MN: tl.constexpr,
     c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [s_c, 1], [BLOCK_M, BLOCK_N])
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for k in tl.range(0, K, BLOCK_K, num_stages=STAGES):
-        if A_MN:
-            a = a_desc.load([k, om]).T
-        else:
-            a = a_desc.load([om, k])
-        if B_KN:
-            b = b_desc.load([k, on])
-        else:
-            b = b_desc.load([on, k]).T
-        acc = tl.dot(a, b, acc)
+        acc = _dot_step(a_desc, b_desc, om, on, k, acc, A_MN, B_KN)
     c_desc.store([om, on], acc.to(c_ptr.dtype.element_ty))
 
 
 @triton.jit
 def _mm_tma_host(a_desc, b_desc, c_desc, M, N, K, A_MN: tl.constexpr, B_KN: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 GROUP_M: tl.constexpr, STAGES: tl.constexpr):
-    """`_mm_tma` with descriptors built on the host (no descriptor written by every program)."""
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    group_m = tl.minimum(num_m - first_m, GROUP_M)
-    om = (first_m + (pid % per_group) % group_m) * BLOCK_M
-    on = ((pid % per_group) // group_m) * BLOCK_N
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for k in tl.range(0, K, BLOCK_K, num_stages=STAGES):
-        if A_MN:
-            a = a_desc.load([k, om]).T
-        else:
-            a = a_desc.load([om, k])
-        if B_KN:
-            b = b_desc.load([k, on])
-        else:
-            b = b_desc.load([on, k]).T
-        acc = tl.dot(a, b, acc)
-    c_desc.store([om, on], acc.to(c_desc.dtype))
-
-
-def _tma_host(a, b, cfg):
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    M, K = a.shape
-    N = b.shape[1]
-    bm, bn, bk, warps, stages = cfg
-    c = torch.empty((M, N), device="cuda", dtype=a.dtype)
-    a_mn, b_kn = a.stride(0) == 1, b.stride(1) == 1
-    at = a.t() if a_mn else a  # the contiguous storage
-    bt = b if b_kn else b.t()
-    a_desc = TensorDescriptor.from_tensor(at, [bk, bm] if a_mn else [bm, bk])
-    b_desc = TensorDescriptor.from_tensor(bt, [bk, bn] if b_kn else [bn, bk])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
-    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-    _mm_tma_host[grid](a_desc, b_desc, c_desc, M, N, K, A_MN=a_mn, B_KN=b_kn, BLOCK_M=bm,
-                       BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, STAGES=stages, num_warps=warps)
-    return c
-
-
-@triton.jit
-def _mm_tma_persistent(a_desc, b_desc, c_desc, M, N, K, A_MN: tl.constexpr, B_KN: tl.constexpr,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                       GROUP_M: tl.constexpr, STAGES: tl.constexpr, PROGRAMS: tl.constexpr):
-    """`_mm_tma_host` with PROGRAMS programs walking the tiles (tile t by program t % PROGRAMS),
-    the tile and K loops flattened so that the next tile's loads are in flight during a tile's
-    store."""
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    per_group = GROUP_M * num_n
-    tiles = num_m * num_n
-    tile = tl.program_id(0) - PROGRAMS
-    ki = -1
-    om = 0
-    on = 0
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    steps = k_tiles * tl.cdiv(tiles - tl.program_id(0), PROGRAMS)
-    for _ in tl.range(0, steps, num_stages=STAGES, flatten=True):
-        ki = tl.where(ki == k_tiles - 1, 0, ki + 1)
-        if ki == 0:
-            tile += PROGRAMS
-            first_m = (tile // per_group) * GROUP_M
-            group_m = tl.minimum(num_m - first_m, GROUP_M)
-            om = (first_m + (tile % per_group) % group_m) * BLOCK_M
-            on = ((tile % per_group) // group_m) * BLOCK_N
-        k = ki * BLOCK_K
-        if A_MN:
-            a = a_desc.load([k, om]).T
-        else:
-            a = a_desc.load([om, k])
-        if B_KN:
-            b = b_desc.load([k, on])
-        else:
-            b = b_desc.load([on, k]).T
-        acc = tl.dot(a, b, acc)
-        if ki == k_tiles - 1:
-            c_desc.store([om, on], acc.to(c_desc.dtype))
-            acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-
-
-def _tma_persistent(a, b, cfg):
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    M, K = a.shape
-    N = b.shape[1]
-    bm, bn, bk, warps, stages = cfg
-    c = torch.empty((M, N), device="cuda", dtype=a.dtype)
-    a_mn, b_kn = a.stride(0) == 1, b.stride(1) == 1
-    at = a.t() if a_mn else a
-    bt = b if b_kn else b.t()
-    a_desc = TensorDescriptor.from_tensor(at, [bk, bm] if a_mn else [bm, bk])
-    b_desc = TensorDescriptor.from_tensor(bt, [bk, bn] if b_kn else [bn, bk])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    programs = min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn))
-    _mm_tma_persistent[(programs,)](a_desc, b_desc, c_desc, M, N, K, A_MN=a_mn, B_KN=b_kn,
-                                    BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
-                                    STAGES=stages, PROGRAMS=programs, num_warps=warps)
-    return c
-
-
-def _alloc(size, alignment, stream):
-    return torch.empty(size, device="cuda", dtype=torch.int8)
-
-
-def _operands(M, K, N, a_mn, b_kn, dtype):
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn((K, M) if a_mn else (M, K), device="cuda", generator=gen).to(dtype)
-    b = torch.randn((K, N) if b_kn else (N, K), device="cuda", generator=gen).to(dtype)
-    return (a.t() if a_mn else a), (b if b_kn else b.t())
+                 GROUP_M: tl.constexpr, STAGES: tl.constexpr, PROGRAMS: tl.constexpr):
+    """`_mm_tma` with descriptors built on the host (no descriptor written by every program).
+    PROGRAMS == 0: a program per tile. Else PROGRAMS programs walk the tiles (tile t by program
+    t % PROGRAMS), the tile and K loops flattened so that the next tile's loads are in flight
+    during a tile's store."""
+    if PROGRAMS == 0:
+        om, on = _tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for k in tl.range(0, K, BLOCK_K, num_stages=STAGES):
+            acc = _dot_step(a_desc, b_desc, om, on, k, acc, A_MN, B_KN)
+        c_desc.store([om, on], acc.to(c_desc.dtype))
+    else:
+        k_tiles = tl.cdiv(K, BLOCK_K)
+        tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+        tile = tl.program_id(0) - PROGRAMS
+        ki = -1
+        om = 0
+        on = 0
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        steps = k_tiles * tl.cdiv(tiles - tl.program_id(0), PROGRAMS)
+        for _ in tl.range(0, steps, num_stages=STAGES, flatten=True):
+            ki = tl.where(ki == k_tiles - 1, 0, ki + 1)
+            if ki == 0:
+                tile += PROGRAMS
+                om, on = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+            acc = _dot_step(a_desc, b_desc, om, on, ki * BLOCK_K, acc, A_MN, B_KN)
+            if ki == k_tiles - 1:
+                c_desc.store([om, on], acc.to(c_desc.dtype))
+                acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
 
 
 def _tma(a, b, cfg):
@@ -220,6 +153,44 @@ def _tma(a, b, cfg):
                   BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, STAGES=stages,
                   num_warps=warps)
     return c
+
+
+def _tma_host(a, b, cfg, persistent=False):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn, bk, warps, stages = cfg
+    c = torch.empty((M, N), device="cuda", dtype=a.dtype)
+    a_mn, b_kn = a.stride(0) == 1, b.stride(1) == 1
+    at = a.t() if a_mn else a  # the contiguous storage
+    bt = b if b_kn else b.t()
+    a_desc = TensorDescriptor.from_tensor(at, [bk, bm] if a_mn else [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(bt, [bk, bn] if b_kn else [bn, bk])
+    c_desc = TensorDescriptor.from_tensor(c, [bm, bn])
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    programs = 0
+    if persistent:
+        programs = min(torch.cuda.get_device_properties(0).multi_processor_count, tiles)
+    _mm_tma_host[(programs or tiles,)](a_desc, b_desc, c_desc, M, N, K, A_MN=a_mn, B_KN=b_kn,
+                                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                       STAGES=stages, PROGRAMS=programs, num_warps=warps)
+    return c
+
+
+def _tma_persistent(a, b, cfg):
+    return _tma_host(a, b, cfg, persistent=True)
+
+
+def _alloc(size, alignment, stream):
+    return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+def _operands(M, K, N, a_mn, b_kn, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn((K, M) if a_mn else (M, K), device="cuda", generator=gen).to(dtype)
+    b = torch.randn((K, N) if b_kn else (N, K), device="cuda", generator=gen).to(dtype)
+    return (a.t() if a_mn else a), (b if b_kn else b.t())
 
 
 def _builtin(kernels: Path):
@@ -244,7 +215,7 @@ def main() -> None:
         row = {"case": [M, K, N, a_mn, b_kn, str(dtype)],
                "eager_us": triton.testing.do_bench(lambda: torch.mm(a, b)) * 1e3,  # noqa: B023
                "builtin_us": triton.testing.do_bench(lambda: builtin(a, b)) * 1e3}  # noqa: B023
-        for name, fn in (("host", _tma_host), ("persistent", _tma_persistent)):
+        for name, fn in (("device", _tma), ("host", _tma_host), ("persistent", _tma_persistent)):
             for cfg in _CONFIGS:
                 try:
                     got = fn(a, b, cfg)
@@ -260,7 +231,8 @@ def main() -> None:
                        if k.startswith(name) and v is not None)
             row[f"{name} best"] = best
         print(f"{row['case']}: eager {row['eager_us']:.1f} builtin {row['builtin_us']:.1f} "
-              f"tma host {row['host best']} persistent {row['persistent best']}", flush=True)
+              f"tma device {row['device best']} host {row['host best']} "
+              f"persistent {row['persistent best']}", flush=True)
         rows.append(row)
     if args.out:
         with args.out.open("a") as f:
