@@ -59,15 +59,16 @@ _CONFIGS = [
 
 
 @triton.jit
-def _tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 GROUP_M: tl.constexpr):
+def _tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """(first row, first column) of output tile `tile`, GROUP_M row tiles at a time (L2 reuse)."""
     num_m = tl.cdiv(M, BLOCK_M)
     per_group = GROUP_M * tl.cdiv(N, BLOCK_N)
     first_m = (tile // per_group) * GROUP_M
     group_m = tl.minimum(num_m - first_m, GROUP_M)
-    return ((first_m + (tile % per_group) % group_m) * BLOCK_M,
-            ((tile % per_group) // group_m) * BLOCK_N)
+    return (
+        (first_m + (tile % per_group) % group_m) * BLOCK_M,
+        ((tile % per_group) // group_m) * BLOCK_N,
+    )
 
 
 @triton.jit
@@ -87,9 +88,24 @@ def _dot_step(a_desc, b_desc, om, on, k, acc, A_MN: tl.constexpr, B_KN: tl.const
 
 
 @triton.jit
-def _mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, s_a, s_b, s_c, A_MN: tl.constexpr,
-            B_KN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-            BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr):
+def _mm_tma(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    s_a,
+    s_b,
+    s_c,
+    A_MN: tl.constexpr,
+    B_KN: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    STAGES: tl.constexpr,
+):
     """C = A @ B, a program per output tile, its descriptors built in the kernel."""
     om, on = _tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     if A_MN:
@@ -108,9 +124,22 @@ def _mm_tma(a_ptr, b_ptr, c_ptr, M, N, K, s_a, s_b, s_c, A_MN: tl.constexpr,
 
 
 @triton.jit
-def _mm_tma_host(a_desc, b_desc, c_desc, M, N, K, A_MN: tl.constexpr, B_KN: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 GROUP_M: tl.constexpr, STAGES: tl.constexpr, PROGRAMS: tl.constexpr):
+def _mm_tma_host(
+    a_desc,
+    b_desc,
+    c_desc,
+    M,
+    N,
+    K,
+    A_MN: tl.constexpr,
+    B_KN: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    STAGES: tl.constexpr,
+    PROGRAMS: tl.constexpr,
+):
     """`_mm_tma` with descriptors built on the host (no descriptor written by every program).
     PROGRAMS == 0: a program per tile. Else PROGRAMS programs walk the tiles (tile t by program
     t % PROGRAMS), the tile and K loops flattened so that the next tile's loads are in flight
@@ -148,10 +177,25 @@ def _tma(a, b, cfg):
     c = torch.empty((M, N), device="cuda", dtype=a.dtype)
     a_mn, b_kn = a.stride(0) == 1, b.stride(1) == 1
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-    _mm_tma[grid](a, b, c, M, N, K, a.stride(1) if a_mn else a.stride(0),
-                  b.stride(0) if b_kn else b.stride(1), c.stride(0), A_MN=a_mn, B_KN=b_kn,
-                  BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, STAGES=stages,
-                  num_warps=warps)
+    _mm_tma[grid](
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(1) if a_mn else a.stride(0),
+        b.stride(0) if b_kn else b.stride(1),
+        c.stride(0),
+        A_MN=a_mn,
+        B_KN=b_kn,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=8,
+        STAGES=stages,
+        num_warps=warps,
+    )
     return c
 
 
@@ -172,9 +216,23 @@ def _tma_host(a, b, cfg, persistent=False):
     programs = 0
     if persistent:
         programs = min(torch.cuda.get_device_properties(0).multi_processor_count, tiles)
-    _mm_tma_host[(programs or tiles,)](a_desc, b_desc, c_desc, M, N, K, A_MN=a_mn, B_KN=b_kn,
-                                       BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
-                                       STAGES=stages, PROGRAMS=programs, num_warps=warps)
+    _mm_tma_host[(programs or tiles,)](
+        a_desc,
+        b_desc,
+        c_desc,
+        M,
+        N,
+        K,
+        A_MN=a_mn,
+        B_KN=b_kn,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        BLOCK_K=bk,
+        GROUP_M=8,
+        STAGES=stages,
+        PROGRAMS=programs,
+        num_warps=warps,
+    )
     return c
 
 
@@ -212,27 +270,30 @@ def main() -> None:
     for M, K, N, a_mn, b_kn, dtype in _CASES:
         a, b = _operands(M, K, N, a_mn, b_kn, dtype)
         want = torch.mm(a, b)
-        row = {"case": [M, K, N, a_mn, b_kn, str(dtype)],
-               "eager_us": triton.testing.do_bench(lambda: torch.mm(a, b)) * 1e3,  # noqa: B023
-               "builtin_us": triton.testing.do_bench(lambda: builtin(a, b)) * 1e3}  # noqa: B023
+        row = {
+            "case": [M, K, N, a_mn, b_kn, str(dtype)],
+            "eager_us": triton.testing.do_bench(lambda a=a, b=b: torch.mm(a, b)) * 1e3,
+            "builtin_us": triton.testing.do_bench(lambda a=a, b=b: builtin(a, b)) * 1e3,
+        }
         for name, fn in (("device", _tma), ("host", _tma_host), ("persistent", _tma_persistent)):
             for cfg in _CONFIGS:
                 try:
                     got = fn(a, b, cfg)
                     err = (got.float() - want.float()).abs().max().item()
-                    us = triton.testing.do_bench(lambda: fn(a, b, cfg)) * 1e3  # noqa: B023
+                    us = triton.testing.do_bench(lambda f=fn, a=a, b=b, c=cfg: f(a, b, c)) * 1e3
                 except Exception as exc:  # a config the compiler rejects (shared memory)
                     err, us = None, None
-                    print(f"  {name} {cfg}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:100]}")
+                    print(f"  {name} {cfg}: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}")
                 row[f"{name} {cfg}"] = us
                 row[f"err {name} {cfg}"] = err
-            best = min((v, k) for k, v in row.items()
-                       if k.startswith(name) and v is not None)
+            best = min((v, k) for k, v in row.items() if k.startswith(name) and v is not None)
             row[f"{name} best"] = best
-        print(f"{row['case']}: eager {row['eager_us']:.1f} builtin {row['builtin_us']:.1f} "
-              f"tma device {row['device best']} host {row['host best']} "
-              f"persistent {row['persistent best']}", flush=True)
+        print(
+            f"{row['case']}: eager {row['eager_us']:.1f} builtin {row['builtin_us']:.1f} "
+            f"tma device {row['device best']} host {row['host best']} "
+            f"persistent {row['persistent best']}",
+            flush=True,
+        )
         rows.append(row)
     if args.out:
         with args.out.open("a") as f:

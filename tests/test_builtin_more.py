@@ -417,10 +417,16 @@ def test_embedding_backward_with_few_indices_repeats_eager_cuda_arithmetic(
     assert torch.equal(got, _feature_kernel_reference(grad, index, weights, 4))
 
 
-@pytest.mark.parametrize(("weights", "check_sums"), [(20, True), (5000, True), (20, False)])
-def test_embedding_backward_carries_nan_and_infinity_like_eager(weights, check_sums) -> None:
+@pytest.mark.parametrize(
+    ("weights", "check_sums", "blocks"),
+    [(20, True, 1), (5000, True, 1), (20, False, 1), (20, True, 2)],
+)
+def test_embedding_backward_carries_nan_and_infinity_like_eager(
+    weights, check_sums, blocks
+) -> None:
     """NaN and infinite grads (in a padding row too, and +inf meeting -inf in one weight row)
-    past 3072 indices, whether the segment kernel looks for them in its sums or in the grads."""
+    past 3072 indices, whether the segment kernel looks for them in its sums or in the grads,
+    and with a program summing two column blocks in turn (the NaN in the second)."""
     gen = torch.Generator().manual_seed(1)
     grad = torch.randn(3100, 24, generator=gen)
     index = torch.randint(0, weights, (3100,), generator=gen)
@@ -433,7 +439,11 @@ def test_embedding_backward_carries_nan_and_infinity_like_eager(weights, check_s
     grad[11, 1], grad[12, 1] = float("inf"), -float("inf")  # NaN where both meet
     with tempfile.TemporaryDirectory() as tmp:
         kernel = _embedding_backward_kernel(tmp)
-        sys.modules[kernel.__module__]._EMBED_SEG_CHECK_SUMS = check_sums
+        module = sys.modules[kernel.__module__]
+        module._EMBED_SEG_CHECK_SUMS = check_sums
+        if blocks == 2:
+            module._EMBED_SEG_COLS, module._EMBED_SEG_COL_STEPS = 16, 2
+            grad[4, 20] = float("nan")
         got = kernel(grad, index, weights, 0, False)
     want = torch.ops.aten.embedding_dense_backward(grad, index, weights, 0, False)
     assert compare("embedding_dense_backward", got, want) == []
