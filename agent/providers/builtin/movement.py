@@ -1787,11 +1787,10 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     steps = max(1, min(_EMBED_SEG_COL_STEPS, grid[1]))
     part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
     _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
-                            grad_output, order, out, part, R, D, num_weights, *geometry[:3],
-                            *geometry[7:], T=tile, BLOCK_C=bc, TC=not _INTERPRET,
-                            CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps,
-                            STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS,
-                            **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
+        grad_output, order, out, part, R, D, num_weights, *geometry[:3], *geometry[7:], T=tile,
+        BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps,
+        STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS,
+        **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
     _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
                             num_warps=4)
     return out
