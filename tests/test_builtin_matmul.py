@@ -177,3 +177,126 @@ def test_fp32_uses_three_tf32_products_except_for_an_m_contiguous_a(tmp_path) ->
     assert precision(a.half(), b.half()) == "ieee"  # unused: tensor cores take half as is
     module._F32_PRECISION = "ieee"
     assert precision(a, b) == "ieee"
+
+
+# (M, N, K, A stored M-contiguous, B stored N-contiguous, programs: 0 = one per tile)
+TMA_CASES = [
+    (100, 72, 96, False, True, 0),
+    (64, 48, 40, True, False, 3),  # K past the last full step: zeros loaded beyond it
+    (104, 72, 96, True, True, 2),
+    (100, 72, 96, False, False, 5),
+]
+
+
+@pytest.mark.parametrize(("M", "N", "K", "a_mn", "b_kn", "programs"), TMA_CASES)
+def test_tma_kernel_matches_the_product_in_the_interpreter(
+    M, N, K, a_mn, b_kn, programs, tmp_path
+) -> None:
+    """`_HALF_TMA`'s kernel (GPU only in the plan; here launched directly in Triton's
+    interpreter, f16: its bf16 dots are wrong): every layout of A and B a descriptor spans,
+    edge tiles on M and N, a K that ends mid-step, addmm's alpha and broadcast bias, one
+    program per tile and programs walking several tiles."""
+    module = _module(tmp_path, "addmm.default")
+    gen = torch.Generator().manual_seed(M + K)
+    a = torch.randn((K, M) if a_mn else (M, K), generator=gen).half()
+    b = torch.randn((K, N) if b_kn else (N, K), generator=gen).half()
+    a, b = (a.t() if a_mn else a), (b if b_kn else b.t())
+    bias = torch.randn(N, generator=gen).half()
+    tma = module._tma_plan(M, N, K, *a.stride(), *b.stride(), 32, 32, 32, 4, 2, programs)
+    tiles = -(-M // 32) * -(-N // 32)
+    assert tma[0] == (min(programs, tiles) or tiles,)  # the grid
+    c = torch.empty(M, N, dtype=torch.float16)
+    module._tma_run(a, b, c, bias, 0.5, 2.0, tma, True, True, 0, 1)
+    want = 0.5 * (a.float() @ b.float()) + 2.0 * bias.float()
+    assert torch.allclose(c.float(), want, atol=2e-2, rtol=1e-2)
+
+
+def test_tma_plan_declines_what_descriptors_cannot_span(tmp_path) -> None:
+    """A descriptor needs its operand's contiguous dim and 16-byte aligned other stride; the
+    output's rows are N long, so N must be a multiple of 8 half-precision elements."""
+    module = _module(tmp_path)
+
+    def plan(M, N, K, sa, sb):
+        return module._tma_plan(M, N, K, *sa, *sb, 64, 64, 64, 4, 3, 0)
+
+    assert plan(64, 64, 64, (64, 1), (64, 1)) is not None
+    assert plan(100, 64, 64, (1, 100), (64, 1)) is None  # A M-contiguous, 200-byte columns
+    assert plan(64, 60, 64, (64, 1), (60, 1)) is None  # N = 60
+    assert plan(64, 64, 64, (128, 2), (64, 1)) is None  # no contiguous dim
+    assert plan(64, 64, 0, (1, 64), (64, 1)) is None  # K = 0: nothing to describe
+    grid, a_desc, b_desc, c_block, meta = plan(64, 64, 96, (1, 64), (1, 96))
+    assert a_desc == ([96, 64], [64, 1], [64, 64]) and not meta["B_KN"]
+    assert b_desc == ([64, 96], [96, 1], [64, 64]) and meta["A_MN"]
+
+
+_TMA_CHILD = r"""
+import importlib.util, json, os, re, subprocess, sys, tempfile
+os.environ["TRITON_INTERPRET"] = "0"
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+spec = importlib.util.spec_from_file_location("tma_child", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+out = []
+for a_block, b_block, c_block, meta, bias, bias_row in json.loads(sys.argv[2]):
+    options = dict(num_warps=meta.pop("num_warps"), num_stages=meta["STAGES"])
+    signature = {"a_desc": f"tensordesc<bf16{a_block}>", "b_desc": f"tensordesc<bf16{b_block}>",
+                 "c_desc": f"tensordesc<bf16{c_block}>", "bias_ptr": "*bf16", "M": "i32",
+                 "N": "i32", "K": "i32", "s_xm": "i32", "s_xn": "i32", "alpha": "fp64",
+                 "beta": "fp64"}
+    constexprs = dict(meta, HAS_BIAS=bias, BIAS_ROW=bias_row, SCALE=bias)
+    signature.update({name: "constexpr" for name in constexprs})
+    compiled = triton.compile(ASTSource(fn=module._mm_tma_kernel, signature=signature,
+                                        constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32), options=options)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+    out.append({"tile": c_block, "stages": meta["STAGES"], "programs": meta["PROGRAMS"],
+                "tma_loads": len(re.findall(r"\bUTMALDG\b", sass)),
+                "wgmma": len(re.findall(r"\bHGMMA\b", sass)),
+                "spills": len(re.findall(r"\bSTL\b", sass)), "shared": compiled.metadata.shared})
+print(json.dumps(out))
+"""
+
+
+def test_tma_kernel_compiles_for_sm90_with_tma_loads_and_wgmma(tmp_path) -> None:
+    """`_mm_tma_kernel` as `_tma_plan` launches it on an H200 (its stages cut to fit shared
+    memory) compiles for sm_90 with this Triton: tiles arrive by TMA loads (UTMALDG) and
+    multiply on warpgroup tensor cores (HGMMA), for both layouts of each operand, with and
+    without the persistent tile walk and addmm's epilogue (a bias row, a bias tile), without
+    register spills and within a block's shared memory."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    module = _module(tmp_path, "addmm.default")
+    launches = []
+    for M, N, K, sa, sb, tile, programs, bias, bias_row in [
+        (6304, 768, 768, (768, 1), (1, 768), (256, 128, 64, 8, 3), 132, True, True),
+        (4096, 768, 768, (768, 1), (768, 1), (128, 256, 64, 8, 3), 0, False, False),
+        (768, 768, 4096, (1, 768), (768, 1), (64, 128, 64, 4, 4), 132, True, False),
+        (1024, 768, 768, (1, 1024), (1, 768), (64, 64, 64, 4, 4), 0, False, False),
+    ]:
+        _grid, a_desc, b_desc, c_block, meta = module._tma_plan(M, N, K, *sa, *sb, *tile, programs)
+        launches.append((a_desc[2], b_desc[2], c_block, meta, bias, bias_row))
+    assert launches[0][3]["STAGES"] == 2  # 3 would not fit beside two staged 256x128 tiles
+    path = tmp_path / "addmm_tma.py"
+    path.write_text(_write("addmm.default", []), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _TMA_CHILD, str(path), json.dumps(launches)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    if proc.returncode != 0 and ("ptxas" in proc.stderr or "cuobjdump" in proc.stderr):
+        pytest.skip(f"Triton's CUDA tools are not usable here: {proc.stderr[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for k in json.loads(proc.stdout.strip().splitlines()[-1]):
+        assert k["tma_loads"] >= 2 and k["wgmma"] >= 1 and k["spills"] == 0, k
+        assert k["shared"] <= 227 * 1024, k
