@@ -412,6 +412,8 @@ _LNB_WARPS = 4
 _LNB_PROGRAMS_PER_SM = 2
 _LNB_SUM_COLS = 16  # columns per program of the partial-row reduction
 _LNB_SUM_ROWS = 512  # partial rows per loop step of that reduction (all of them when fewer)
+# its warps (4 measured; 8 and 16, more of its loads in flight on its few SMs, not yet: resweep)
+_LNB_SUM_WARPS = 4
 # the reduction as a programmatic dependent launch (sm_90+): its launch overlaps the row
 # kernel's last programs instead of following the row kernel's exit (H200: [8,512,128] f32
 # 12.4 -> 11.2 us, [8,128,128] 9.7 -> 8.8; the large cases unchanged)
@@ -479,7 +481,7 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     block_p = max(2, min(_pow2(parts), 16 if small else _LNB_SUM_ROWS))
     sum_launch = _colsum[(_cdiv(N, block_c),)] if sums else None
     sum_consts = dict(WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_P=block_p,
-                      BLOCK_N=block_c, num_warps=4)
+                      BLOCK_N=block_c, num_warps=4 if small else _LNB_SUM_WARPS)
     work_numel = max(1, 2 * parts * N)
 
     def run(grad_out, input, mean, rstd, weight):
