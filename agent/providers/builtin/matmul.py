@@ -67,6 +67,18 @@ def _num_sms(index):
 
 
 @triton.jit
+def _tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     GROUP_M: tl.constexpr):
+    """(first row, first column) of output tile `tile`, GROUP_M row tiles at a time (L2 reuse)."""
+    num_m = tl.cdiv(M, BLOCK_M)
+    per_group = GROUP_M * tl.cdiv(N, BLOCK_N)
+    first_m = (tile // per_group) * GROUP_M
+    group_m = tl.minimum(num_m - first_m, GROUP_M)
+    return ((first_m + (tile % per_group) % group_m) * BLOCK_M,
+            ((tile % per_group) // group_m) * BLOCK_N)
+
+
+@triton.jit
 def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
                s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_xb, s_xm, s_xn,
                alpha: tl.float64, beta: tl.float64,
@@ -78,16 +90,9 @@ def _mm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, ws_ptr, M, N, K, K_PER,
     pid = tl.program_id(0)
     batch = tl.program_id(1).to(tl.int64)
     pid_k = tl.program_id(2)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_n
-    group = pid // per_group
-    first_m = group * GROUP_M
-    group_m = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % group_m
-    pid_n = (pid % per_group) // group_m
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    om, on = _tile_origin(pid, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rm = om + tl.arange(0, BLOCK_M)
+    rn = on + tl.arange(0, BLOCK_N)
     am = (rm % M).to(tl.int64)
     bn = (rn % N).to(tl.int64)
     k_start = pid_k * K_PER
@@ -150,18 +155,6 @@ def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_
 
 
 @triton.jit
-def _tma_tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     GROUP_M: tl.constexpr):
-    """(first row, first column) of output tile `tile`, GROUP_M row tiles at a time (L2 reuse)."""
-    num_m = tl.cdiv(M, BLOCK_M)
-    per_group = GROUP_M * tl.cdiv(N, BLOCK_N)
-    first_m = (tile // per_group) * GROUP_M
-    group_m = tl.minimum(num_m - first_m, GROUP_M)
-    return ((first_m + (tile % per_group) % group_m) * BLOCK_M,
-            ((tile % per_group) // group_m) * BLOCK_N)
-
-
-@triton.jit
 def _tma_dot_step(a_desc, b_desc, om, on, k, acc, A_MN: tl.constexpr, B_KN: tl.constexpr):
     """acc + A[om:, k:] @ B[k:, on:] for one K step; each descriptor spans its operand's storage
     with the contiguous dim last (A_MN: A stored as [K, M]; B_KN: B stored as [K, N], else as
@@ -211,7 +204,7 @@ def _mm_tma_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, s_xm, s_xn,
     (tile t by program t % PROGRAMS), the tile and K loops flattened into one pipelined loop so
     that the next tile's loads are in flight while a tile is stored."""
     if PROGRAMS == 0:
-        om, on = _tma_tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        om, on = _tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         for k in tl.range(0, K, BLOCK_K, num_stages=STAGES):
             acc = _tma_dot_step(a_desc, b_desc, om, on, k, acc, A_MN, B_KN)
@@ -230,7 +223,7 @@ def _mm_tma_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, s_xm, s_xn,
             ki = tl.where(ki == k_tiles - 1, 0, ki + 1)
             if ki == 0:
                 tile += PROGRAMS
-                om, on = _tma_tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+                om, on = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
             acc = _tma_dot_step(a_desc, b_desc, om, on, ki * BLOCK_K, acc, A_MN, B_KN)
             if ki == k_tiles - 1:
                 _tma_epilogue(c_desc, bias_ptr, acc, om, on, M, N, s_xm, s_xn, alpha, beta,
