@@ -20,9 +20,6 @@ How the generated kernels work:
   a second kernel (deterministic);
 - addmm's bias is read through a broadcast view (stride 0), scaled by beta (not read at all when
   beta == 0, as in eager) and added in the epilogue with alpha * (mat1 @ mat2);
-- `_HALF_TMA` (off until measured in the evaluator): 2-D fp16/bf16 products on sm_90+ load
-  their tiles through host-built tensor descriptors (TMA) in `_mm_tma_kernel`, optionally with
-  one program per SM walking the tiles;
 - in Triton's CPU interpreter tiles are small and widened to fp32 before `tl.dot` (the
   interpreter multiplies bf16 tiles wrongly otherwise).
 """
@@ -46,11 +43,6 @@ import os
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _CONSERVATIVE = $conservative  # variant >= 1: 64x64 tiles, no split-K
-
-try:  # tiles loaded by the Tensor Memory Accelerator through host-built descriptors (_HALF_TMA)
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:
-    TensorDescriptor = None
 
 
 def _cdiv(a, b):
@@ -154,83 +146,6 @@ def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_
     tl.store(c_ptr + batch * s_cb + m * s_cm + n * s_cn, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
 
-@triton.jit
-def _tma_dot_step(a_desc, b_desc, om, on, k, acc, A_MN: tl.constexpr, B_KN: tl.constexpr):
-    """acc + A[om:, k:] @ B[k:, on:] for one K step; each descriptor spans its operand's storage
-    with the contiguous dim last (A_MN: A stored as [K, M]; B_KN: B stored as [K, N], else as
-    [N, K]); out-of-range rows and columns load as zeros."""
-    if A_MN:
-        a = a_desc.load([k, om]).T
-    else:
-        a = a_desc.load([om, k])
-    if B_KN:
-        b = b_desc.load([k, on])
-    else:
-        b = b_desc.load([on, k]).T
-    return tl.dot(a, b, acc)
-
-
-@triton.jit
-def _tma_epilogue(c_desc, bias_ptr, acc, om, on, M, N, s_xm, s_xn, alpha, beta,
-                  HAS_BIAS: tl.constexpr, BIAS_ROW: tl.constexpr, SCALE: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """alpha * acc + beta * bias (a broadcast view read through its strides; BIAS_ROW: one row
-    for every output row, loaded once as a vector, not as a tile that would double the
-    accumulator's registers), stored through the output's descriptor (which drops what lies past
-    M and N)."""
-    if SCALE:
-        acc = acc * tl.full([1, 1], alpha, tl.float32)
-    if HAS_BIAS:
-        rn = on + tl.arange(0, BLOCK_N)
-        if BIAS_ROW:
-            bias = tl.load(bias_ptr + rn * s_xn, mask=rn < N, other=0.0)[None, :]
-        else:
-            rm = om + tl.arange(0, BLOCK_M)
-            bias = tl.load(bias_ptr + rm[:, None].to(tl.int64) * s_xm + rn[None, :] * s_xn,
-                           mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)
-        acc = acc + tl.full([1, 1], beta, tl.float32) * bias.to(tl.float32)
-    c_desc.store([om, on], acc.to(c_desc.dtype))
-
-
-@triton.jit
-def _mm_tma_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, s_xm, s_xn,
-                   alpha: tl.float64, beta: tl.float64, HAS_BIAS: tl.constexpr,
-                   BIAS_ROW: tl.constexpr, SCALE: tl.constexpr, A_MN: tl.constexpr,
-                   B_KN: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, STAGES: tl.constexpr, PROGRAMS: tl.constexpr):
-    """A 2-D half-precision product (`_HALF_TMA`) with every tile loaded through a tensor
-    descriptor. PROGRAMS == 0: a program per output tile. Else PROGRAMS programs walk the tiles
-    (tile t by program t % PROGRAMS), the tile and K loops flattened into one pipelined loop so
-    that the next tile's loads are in flight while a tile is stored."""
-    if PROGRAMS == 0:
-        om, on = _tile_origin(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for k in tl.range(0, K, BLOCK_K, num_stages=STAGES):
-            acc = _tma_dot_step(a_desc, b_desc, om, on, k, acc, A_MN, B_KN)
-        _tma_epilogue(c_desc, bias_ptr, acc, om, on, M, N, s_xm, s_xn, alpha, beta, HAS_BIAS,
-                      BIAS_ROW, SCALE, BLOCK_M, BLOCK_N)
-    else:
-        k_tiles = tl.cdiv(K, BLOCK_K)
-        tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-        tile = tl.program_id(0) - PROGRAMS
-        ki = -1
-        om = 0
-        on = 0
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        steps = k_tiles * tl.cdiv(tiles - tl.program_id(0), PROGRAMS)
-        for _ in tl.range(0, steps, num_stages=STAGES, flatten=True):
-            ki = tl.where(ki == k_tiles - 1, 0, ki + 1)
-            if ki == 0:
-                tile += PROGRAMS
-                om, on = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-            acc = _tma_dot_step(a_desc, b_desc, om, on, ki * BLOCK_K, acc, A_MN, B_KN)
-            if ki == k_tiles - 1:
-                _tma_epilogue(c_desc, bias_ptr, acc, om, on, M, N, s_xm, s_xn, alpha, beta,
-                              HAS_BIAS, BIAS_ROW, SCALE, BLOCK_M, BLOCK_N)
-                acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-
-
 # Tile choice on the GPU (module constants: benchmarks/knob_sweep.py re-measures them; H200
 # numbers in docs/BENCHMARKS.md section 15). Tiles are (BLOCK_M, BLOCK_N, num_warps, num_stages);
 # BLOCK_K is at most _HALF_BLOCK_K (fp16/bf16), _F32_BLOCK_K (fp32) or 32 (fp64). Half precision:
@@ -262,19 +177,6 @@ _GEMV_FILL = 0.75
 # split-K: the reduction launch as a programmatic dependent of the partial products (sm_90+;
 # H200: mm [1,2048]x[2048,2048] bf16 10.7 -> 9.6 us; unsplit cases unchanged)
 _SPLITK_PDL = True
-# 2-D fp16/bf16 products on sm_90+ through `_mm_tma_kernel` (same tiles as above, one K range),
-# where every operand's contiguous dim is last or first with 16-byte aligned strides and N is a
-# multiple of 8; _HALF_TMA_PERSISTENT: programs (one per SM) walk the tiles. Off: written after
-# the last device call of session 19 and not yet measured in the evaluator; its kernel alone, in
-# benchmarks/mm_tma_probe.py (without the persistent loop), was 3-11% faster than the pointer
-# kernel on the long-K and many-tile cases and slower on the others (BENCHMARKS §27)
-_HALF_TMA = False
-_HALF_TMA_PERSISTENT = True
-# shared memory (bytes) the pipeline's stages may take, with the persistent kernel's staged
-# output tiles (sm_90 compile, 256x128x64 tiles and 3 stages: 3 x 48 KB for the stages, plus
-# one 64 KB output tile under Triton 3.6 and two under 3.9, 278552 bytes: over the 232448 a
-# block may have; the one-tile-per-program kernel stages none)
-_TMA_SMEM = 224 * 1024
 _F32_TILES = ((128, 128, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3))
 _F32_BLOCK_K = 64
 _F32_PRECISION = "tf32x3"
@@ -377,47 +279,6 @@ def _bias_strides(bias, B, M, N):
     return tuple(out)
 
 
-def _tma_major(s_rows, s_cols):
-    """(rows contiguous, the other stride) of a half-precision matrix a tensor descriptor can
-    span with its contiguous dim last, or None (that stride must be 16-byte aligned)."""
-    if s_cols == 1 and s_rows % 8 == 0:
-        return False, s_rows
-    if s_rows == 1 and s_cols % 8 == 0:
-        return True, s_cols
-    return None
-
-
-def _tma_plan(M, N, K, sam, sak, sbk, sbn, bm, bn, bk, warps, stages, programs):
-    """`_mm_tma_kernel`'s launch for an [M, K] @ [K, N] product with these strides, or None
-    where descriptors cannot span the operands: (grid, (A's shape, strides, block), B's, the
-    output's block, constexprs)."""
-    a, b = _tma_major(sam, sak), _tma_major(sbk, sbn)
-    if a is None or b is None or N % 8 or min(M, N, K) < 1:
-        return None
-    (a_mn, sa), (b_nk, sb) = a, b
-    a_desc = ([K, M], [sa, 1], [bk, bm]) if a_mn else ([M, K], [sa, 1], [bm, bk])
-    b_desc = ([N, K], [sb, 1], [bn, bk]) if b_nk else ([K, N], [sb, 1], [bk, bn])
-    tiles = _cdiv(M, bm) * _cdiv(N, bn)
-    programs = min(programs, tiles)
-    # stages whose A and B tiles fit _TMA_SMEM, beside two staged output tiles when persistent
-    fit = (_TMA_SMEM - (4 * bm * bn if programs else 0)) // (2 * (bm + bn) * bk)
-    stages = max(2, min(stages, fit))
-    meta = dict(A_MN=a_mn, B_KN=not b_nk, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
-                STAGES=stages, PROGRAMS=programs, num_warps=warps)
-    return (programs or tiles,), a_desc, b_desc, [bm, bn], meta
-
-
-def _tma_run(a, b, c, x, alpha, beta, tma, has_bias, scale, s_xm, s_xn):
-    """Launch `_mm_tma_kernel` (plan from `_tma_plan`) for c = alpha * a @ b + beta * x."""
-    grid, a_desc, b_desc, c_block, meta = tma
-    M, N = c.shape
-    _mm_tma_kernel[grid](TensorDescriptor(a, *a_desc), TensorDescriptor(b, *b_desc),
-                         TensorDescriptor(c, [M, N], [N, 1], c_block), x, M, N, a.shape[1],
-                         s_xm, s_xn, float(alpha), float(beta), HAS_BIAS=has_bias,
-                         BIAS_ROW=s_xm == 0, SCALE=scale, **meta)
-    return c
-
-
 def _plan(a, b, bias, scale, has_bias, out_3d):
     """Everything a call of this geometry needs except the tensors themselves (cached: calls
     repeat the same shapes, and the wrapper's host time is part of every measured call)."""
@@ -459,16 +320,7 @@ def _plan(a, b, bias, scale, has_bias, out_3d):
         block = 1024
         reduce = ((_cdiv(B * M * N, block),), (M, N, B, splits) + cstrides + xstrides,
                   dict(HAS_BIAS=has_bias, SCALE=scale, BLOCK=block))
-    tma = None
-    if (_HALF_TMA and TensorDescriptor is not None and not _INTERPRET and device.type == "cuda"
-            and a.dtype in (torch.float16, torch.bfloat16) and B == 1 and not out_3d
-            and splits == 1 and torch.cuda.get_device_capability(device)[0] >= 9):
-        programs = 0
-        if _HALF_TMA_PERSISTENT:
-            index = device.index if device.index is not None else torch.cuda.current_device()
-            programs = _num_sms(index)
-        tma = _tma_plan(M, N, K, sam, sak, sbk, sbn, bm, bn, bk, warps, stages, programs)
-    return out_shape, B * M * N, grid, ints, meta, splits, reduce, tma
+    return out_shape, B * M * N, grid, ints, meta, splits, reduce
 
 
 def _matmul(a, b, bias, alpha, beta, out_3d):
@@ -484,13 +336,11 @@ def _matmul(a, b, bias, alpha, beta, out_3d):
         if len(_PLANS) > 1024:
             _PLANS.clear()
         plan = _PLANS[key] = _plan(a, b, bias, scale, has_bias, out_3d)
-    out_shape, numel, grid, ints, meta, splits, reduce, tma = plan
+    out_shape, numel, grid, ints, meta, splits, reduce = plan
     c = torch.empty(out_shape, dtype=a.dtype, device=a.device)
     if numel == 0:
         return c
     x = bias if has_bias else c
-    if tma is not None and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0:
-        return _tma_run(a, b, c, x, alpha, beta, tma, has_bias, scale, ints[-2], ints[-1])
     ws = torch.empty((splits * numel,), dtype=torch.float32, device=a.device) if splits > 1 else c
     _mm_kernel[grid](a, b, c, x, ws, *ints, float(alpha), float(beta), **meta)
     if reduce is not None:
