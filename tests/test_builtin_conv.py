@@ -88,6 +88,21 @@ def test_forward_matches_eager_on_odd_shapes_groups_layouts_and_dtypes() -> None
     assert run_generated(FWD, _write(FWD, cases), cases) == []
 
 
+def test_depthwise_runtime_tap_loop_and_weight_gathers_match_eager() -> None:
+    """The direct kernel unrolls up to `_DIRECT_STATIC_TAPS` filter taps at compile time (every
+    suite filter) and reads a tap-major weight copy; with the limit at 0 and the copy off the
+    depthwise cases take its runtime tap loop and gather the weights in place."""
+    cases = _cases(FORWARD_CASES[3:6])
+    text = _write(FWD, cases)
+    for knob, default, other in (
+        ("_DIRECT_STATIC_TAPS", "49", "0"),
+        ("_DIRECT_TAP_MAJOR_W", "True", "False"),
+    ):
+        assert f"{knob} = {default}\n" in text
+        text = text.replace(f"{knob} = {default}\n", f"{knob} = {other}\n")
+    assert run_generated(FWD, text, cases) == []
+
+
 def test_forward_conservative_variant_matches_eager() -> None:
     cases = _cases(FORWARD_CASES[:4])
     assert run_generated(FWD, _write(FWD, cases, variant=1), cases) == []
