@@ -60,7 +60,7 @@ def _num_sms(index):
 
 @triton.jit
 def _tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     GROUP_M: tl.constexpr):
+                 GROUP_M: tl.constexpr):
     """(first row, first column) of output tile `tile`, GROUP_M row tiles at a time (L2 reuse)."""
     num_m = tl.cdiv(M, BLOCK_M)
     per_group = GROUP_M * tl.cdiv(N, BLOCK_N)

@@ -412,7 +412,8 @@ _LNB_WARPS = 4
 _LNB_PROGRAMS_PER_SM = 2
 _LNB_SUM_COLS = 16  # columns per program of the partial-row reduction
 _LNB_SUM_ROWS = 512  # partial rows per loop step of that reduction (all of them when fewer)
-# its warps (4 measured; 8 and 16, more of its loads in flight on its few SMs, not yet: resweep)
+# its warps (H200, [32,197,768] f32 / [8,1024,768] bf16: 4 warps 21.8 / 17.1 us, 8 22.9 / 18.6,
+# 16 22.7 / 18.8; BENCHMARKS §28)
 _LNB_SUM_WARPS = 4
 # the reduction as a programmatic dependent launch (sm_90+): its launch overlaps the row
 # kernel's last programs instead of following the row kernel's exit (H200: [8,512,128] f32
