@@ -73,6 +73,28 @@ BACKWARD_CASES = [
 ]
 
 
+# 1x1, stride 1, unpadded, one group, contiguous NCHW, H*W a multiple of 4: GEMMs per image
+POINTWISE_FORWARD = [
+    # bias, f32, 40 pixels (vectors of 8), 24 outputs from 20 channels (ragged channel chunk)
+    "((T([3, 20, 5, 8], f32), T([24, 20, 1, 1], f32), T([24], f32), [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})",
+    # bf16, 36 pixels (vectors of 4), 17 outputs (a ragged, wrapped row tile)
+    "((T([2, 40, 6, 6], bf16), T([17, 40, 1, 1], bf16), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})",
+    # f16, weight stored transposed, 70 outputs
+    "((T([2, 16, 4, 8], f16), T([70, 16, 1, 1], f16, [1, 70, 1, 1]), T([70], f16), [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})",
+    # 1-D, kernel size 1
+    "((T([2, 33, 52], f16), T([9, 33, 1], f16), None, [1], [0], [1], False, [0], 1), {})",
+]
+POINTWISE_BACKWARD = [
+    "((T([3, 24, 5, 8], f32), T([3, 20, 5, 8], f32), T([24, 20, 1, 1], f32), [24], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]), {})",
+    "((T([2, 17, 6, 6], bf16), T([2, 40, 6, 6], bf16), T([17, 40, 1, 1], bf16), [0], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, False]), {})",
+    # grad_weight and grad_bias only, 70 output channels
+    "((T([2, 70, 9, 8], f16), T([2, 16, 9, 8], f16), T([70, 16, 1, 1], f16), [70], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, True]), {})",
+    "((T([2, 9, 52], f16), T([2, 33, 52], f16), T([9, 33, 1], f16), [9], [1], [0], [1], False, [0], 1, [True, True, True]), {})",
+    # one image of 32 pixels: a single split stores grad_weight and grad_bias directly
+    "((T([1, 24, 4, 8], bf16), T([1, 16, 4, 8], bf16), T([24, 16, 1, 1], bf16), [24], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]), {})",
+]
+
+
 def _cases(texts: list[str]) -> list:
     return [parse_case(t) for t in texts]
 
@@ -139,6 +161,54 @@ def test_nchw_operands_are_read_in_place_when_not_staged() -> None:
         staged_off = text.replace("\n_NHWC_STAGE = True", "\n_NHWC_STAGE = False")
         reference = _backward_on_fp32_copies if op == BWD else None
         assert run_generated(op, staged_off, cases, reference=reference) == []
+
+
+def test_pointwise_convolutions_match_eager_forward_and_backward() -> None:
+    for op, texts in ((FWD, POINTWISE_FORWARD), (BWD, POINTWISE_BACKWARD)):
+        cases = _cases(texts)
+        reference = _backward_on_fp32_copies if op == BWD else None
+        assert run_generated(op, _write(op, cases), cases, reference=reference) == []
+
+
+def test_pointwise_path_takes_exactly_the_1x1_nchw_convolutions(tmp_path: Path) -> None:
+    """The per-image GEMMs run for 1x1, stride-1, unpadded, one-group convolutions of contiguous
+    NCHW tensors with H*W a multiple of 4; the rest keep the implicit GEMM: 289 pixels (one
+    element per load), stride 2, groups 2, channels_last."""
+    import sys
+
+    from builtin_support import materialize_case
+    from kernel_loading import load_kernel
+
+    taken = {
+        FWD: [True] * len(POINTWISE_FORWARD) + [False] * 4,
+        BWD: [True] * len(POINTWISE_BACKWARD) + [False] * 2,
+    }
+    others = {
+        FWD: [
+            "((T([2, 16, 17, 17], f16), T([8, 16, 1, 1], f16), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})",
+            "((T([2, 16, 8, 8], f16), T([8, 16, 1, 1], f16), None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1), {})",
+            "((T([2, 32, 8, 8], f16), T([8, 16, 1, 1], f16), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 2), {})",
+            FORWARD_CASES[6],
+        ],
+        BWD: [BACKWARD_CASES[10], BACKWARD_CASES[7]],
+    }  # fmt: skip
+    path_of = {FWD: "_pw_gemm", BWD: "_pointwise_grads"}
+    for op, texts in ((FWD, POINTWISE_FORWARD), (BWD, POINTWISE_BACKWARD)):
+        cases = _cases(texts + others[op])
+        kernel = load_kernel(op, _write(op, cases), tmp_path / op)
+        module = sys.modules[kernel.__module__]
+        calls: list[int] = []
+
+        def counted(*a: Any, _inner: Any = getattr(module, path_of[op]), **k: Any) -> Any:
+            calls.append(1)  # noqa: B023  (used within this loop iteration only)
+            return _inner(*a, **k)
+
+        setattr(module, path_of[op], counted)
+        for index, case in enumerate(cases):
+            before = len(calls)
+            args, kwargs = materialize_case(op, case, torch.Generator().manual_seed(index))
+            kernel(*args, **kwargs)
+            assert (len(calls) > before) == taken[op][index], (op, case.serialize())
 
 
 def test_backward_bias_summed_by_the_weight_kernel_matches_eager() -> None:
@@ -258,6 +328,8 @@ def test_kernels_compile_for_an_sm90_gpu_on_torchbench_shapes() -> None:
         "((T([32, 3, 224, 224], f32), T([32, 3, 3, 3], f32), None, [2, 2], [1, 1], [1, 1], False, [0, 0], 1), {})",
         "((T([4, 768, 499], f16, [383232, 1, 768]), T([768, 48, 128], f16), T([768], f16), [1], [64], [1], False, [0], 16), {})",
         "((T([32, 384, 14, 14], bf16), T([384, 64, 3, 3], bf16), T([384], bf16), [1, 1], [1, 1], [1, 1], False, [0, 0], 6), {})",
+        "((T([64, 116, 14, 14], f16), T([116, 116, 1, 1], f16), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})",
+        "((T([32, 768, 17, 17], f32), T([192, 768, 1, 1], f32), T([192], f32), [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {})",
     ]
     backward = [
         "((T([32, 384, 14, 14], bf16), T([32, 384, 14, 14], bf16), T([384, 64, 3, 3], bf16), [384], [1, 1], [1, 1], [1, 1], False, [0, 0], 6, [True, True, True]), {})",
@@ -265,6 +337,8 @@ def test_kernels_compile_for_an_sm90_gpu_on_torchbench_shapes() -> None:
         "((T([16, 64, 8, 8], f32), T([16, 64, 8, 8], f32), T([64, 64, 3, 3], f32), [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False]), {})",
         "((T([32, 144, 56, 56], bf16), T([32, 144, 56, 56], bf16), T([144, 1, 3, 3], bf16), [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 144, [True, True, False]), {})",
         "((T([32, 64, 112, 112], bf16), T([32, 3, 224, 224], bf16), T([64, 3, 7, 7], bf16), [0], [2, 2], [3, 3], [1, 1], False, [0, 0], 1, [False, True, False]), {})",
+        "((T([32, 256, 56, 56], bf16), T([32, 64, 56, 56], bf16), T([256, 64, 1, 1], bf16), [256], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]), {})",
+        "((T([8, 96, 14, 14], f32), T([8, 40, 14, 14], f32), T([96, 40, 1, 1], f32), [96], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]), {})",
     ]  # fmt: skip
     jobs = [(op, _write(op, _cases(t)), _cases(t)) for op, t in ((FWD, forward), (BWD, backward))]
     assert_compiles_for_sm90(jobs)

@@ -19,10 +19,16 @@ the mask is False, as eager returns them):
 - grad_bias sums grad_output over pixels per channel, split the same way;
 - depthwise-like convolutions (one input channel per group, few outputs per group) use direct
   [pixels x channels] kernels for grad_input and grad_weight (tl.dot would be mostly padding);
-- tensors are addressed through their strides; NCHW grad_output and input of the GEMM kernels
-  are first copied to channels_last (`_NHWC_STAGE`, as in the forward); tiles are
-  chosen per shape (no autotuning in the backward, so variants 0 and 1 run the same kernels);
-  int64 indices for tensors past 2**31; in Triton's CPU interpreter tiles are widened to fp32.
+- 1x1 convolutions (stride 1, no padding, one group) on contiguous NCHW tensors with H*W a
+  multiple of 4 are GEMMs per image, read in place (`_PW_DIRECT`, see `conv._pointwise`):
+  grad_input[n] = W^T @ grad_output[n] by the forward's per-image kernel (autotuned on the GPU
+  in variant 0), grad_weight = sum over n of grad_output[n] @ x[n]^T by `_pw_weight_kernel`
+  (pixel blocks of every image split over programs, partials summed as above), grad_bias summed
+  on the way through the tensor cores;
+- tensors are addressed through their strides; NCHW grad_output and input of the other GEMM
+  kernels are first copied to channels_last (`_NHWC_STAGE`, as in the forward); their tiles are
+  chosen per shape (not autotuned); int64 indices for tensors past 2**31; in Triton's CPU
+  interpreter tiles are widened to fp32.
 """
 
 from __future__ import annotations
@@ -35,6 +41,14 @@ if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest
 
 _BACKWARD = '''_SMS = {}
+# The 1x1 weight gradient (`_pw_weight_kernel`): its tiles (BLOCK_I, BLOCK_J, BLOCK_K, warps,
+# stages), None for `_pw_weight_tiles`' choice by shape (on the H200 within a few us of the best
+# of 9 forced tiles on every suite case); how many programs per SM its pixel splits aim for (1
+# or 2: within 8% either way, 2 better on the [32,1024,14,14] pair); whether it also sums
+# grad_bias ([32,1536,14,14] -> 384: 100.7 us with it, 137.6 with the separate bias kernels)
+_PW_WEIGHT_TILES = None
+_PW_WEIGHT_WAVES = 2
+_PW_WEIGHT_BIAS = True
 
 
 def _num_sms(index):
@@ -43,12 +57,13 @@ def _num_sms(index):
     return _SMS[index]
 
 
-def _splits(tiles, P, block, device):
-    """How many programs share the pixel axis of one output tile: enough to fill the GPU."""
+def _splits(tiles, P, block, device, waves=2):
+    """How many programs share the pixel axis of one output tile: enough for `waves` programs
+    per SM."""
     if _INTERPRET or device.type != "cuda":
         return 2 if P > 2 * block else 1  # exercise the split path on small cases too
     index = device.index if device.index is not None else torch.cuda.current_device()
-    want = _cdiv(2 * _num_sms(index), max(tiles, 1))
+    want = _cdiv(waves * _num_sms(index), max(tiles, 1))
     return max(1, min(want, P // (4 * block), 128))
 
 
@@ -154,6 +169,22 @@ def _bwd_input_kernel(
 
 
 @triton.jit
+def _row_sums_by_dot(a, acc, WIDEN: tl.constexpr):
+    """acc + a @ ones([BLOCK_K, 16]): a's row sums (grad_bias; in each of acc's 16 equal
+    columns) through the tensor cores, from the operand the weight gradient's dot reads anyway.
+    Summing the same tile in registers (tl.sum) beside that pipelined dot gave wrong weight
+    gradients on the H200 (Triton 3.6) with some tiles of the 1x1 kernel (128x256x64,
+    128x128x128, 64x128x64 with 4 splits; relative errors up to 0.4, different on every call);
+    through the dot, all of them matched. fp32 operands take 3xTF32 (grad_bias within 1.4e-7
+    of fp64 there)."""
+    ones = tl.full((a.shape[1], 16), 1.0, a.dtype)
+    if a.dtype == tl.float32:
+        prec: tl.constexpr = "ieee" if WIDEN else "tf32x3"
+        return tl.dot(a, ones, acc, input_precision=prec, out_dtype=tl.float32)
+    return tl.dot(a, ones, acc, out_dtype=tl.float32)
+
+
+@triton.jit
 def _bwd_weight_kernel(
     g_ptr, x_ptr, out_ptr, gb_ptr,
     P, P_PER, OHW, OW, H, W, CG, OCG, NW, WS, KW, KHW, NJ,
@@ -210,7 +241,7 @@ def _bwd_weight_kernel(
     g_col = oc * sgc
     x_col = (g * CG + c) * sxc
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    bacc = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    bacc = tl.zeros((BLOCK_M, 16), dtype=tl.float32)
     for p0 in range(p_start, p_end, BLOCK_K):
         p = p0 + rk
         pin = p < p_end
@@ -220,8 +251,6 @@ def _bwd_weight_kernel(
         ow = pix % OW
         a = tl.load(g_ptr + g_col[:, None] + (img * sgn + oh * sgh + ow * sgw)[None, :],
                     mask=pin[None, :], other=0.0)
-        if BIAS:
-            bacc += tl.sum(a.to(tl.float32), axis=1)
         if FLAT:
             ih = (oh * str_h - pad_h)[None, :] + (kh * dil_h)[:, None]
             iw = (ow * str_w - pad_w)[None, :] + (kw * dil_w)[:, None]
@@ -239,6 +268,8 @@ def _bwd_weight_kernel(
             b = b.to(tl.float32)
         # b is [columns, pixels] (pixel-major loads); the dot wants [pixels, columns]
         acc = tl.dot(a, tl.trans(b), acc, input_precision=PREC, out_dtype=acc.dtype)
+        if BIAS:
+            bacc = _row_sums_by_dot(a, bacc, WIDEN)
     offs = (oc * (CG * KHW))[:, None] + col[None, :]
     mask = (ri < OCG)[:, None] & (rj < NJ)[None, :]
     if BIAS:
@@ -247,10 +278,11 @@ def _bwd_weight_kernel(
             own = own & (tap == 0)  # ... of the first tap
         # (a row bound, not `& own`: the interpreter turns a vector & scalar mask into int32)
         bmask = ri < tl.where(own, OCG, 0)
+        bsum = tl.max(bacc, axis=1)  # its 16 columns are equal
         if SPLIT:  # after the weight partials of this split
-            tl.store(out_ptr + split.to(tl.int64) * WS + NW + oc, bacc, mask=bmask)
+            tl.store(out_ptr + split.to(tl.int64) * WS + NW + oc, bsum, mask=bmask)
         else:
-            tl.store(gb_ptr + oc, bacc.to(gb_ptr.dtype.element_ty), mask=bmask)
+            tl.store(gb_ptr + oc, bsum.to(gb_ptr.dtype.element_ty), mask=bmask)
     if SPLIT:
         if not FLAT:  # tap-major partials: rows of contiguous input channels (_sum_splits_kernel)
             offs = tap * (NW // KHW) + (oc * CG)[:, None] + c[None, :]
@@ -429,7 +461,9 @@ def _bwd_weight_direct_kernel(
 
 
 # grad_bias summed by the weight-gradient GEMM kernel from the grad_output tiles it loads anyway
-# (two launches fewer: the bias kernel and its split sum); a knob for knob_sweep, unmeasured, off
+# (two launches fewer: the bias kernel and its split sum); a knob for knob_sweep, unmeasured, off.
+# Its sums go through `_row_sums_by_dot` (register sums raced with the dot in the 1x1 kernel);
+# this kernel's bias path has not run on a GPU since
 _BIAS_IN_WEIGHT = False
 
 
@@ -450,6 +484,98 @@ def _finish_splits(ws, out, splits, taps=1, out2=None):
     block = _clamp_pow2(_cdiv(n, 256), 64, 1024)
     _sum_splits_kernel[(_cdiv(n, block),)](ws, out, out if out2 is None else out2, n,
                                            out.numel(), splits, taps, BLOCK=block)
+
+
+@triton.jit
+def _pw_weight_kernel(
+    g_ptr, x_ptr, out_ptr, gb_ptr, I, J, HWV, PB, NB, B_PER, NW, WS,
+    VEC: tl.constexpr, SPLIT: tl.constexpr, BIAS: tl.constexpr, WIDEN: tl.constexpr,
+    PREC: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_J: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    \"\"\"gw[i, j] = sum over images n and pixels p of g[n, i, p] * x[n, j, p] (1x1 weight
+    gradient of contiguous NCHW g [N, I, HW] and x [N, J, HW], HW = HWV * VEC), over this
+    program's blocks of BLOCK_K pixels: blocks are numbered image by image (PB per image, NB in
+    all) and split s sums blocks [s * B_PER, (s + 1) * B_PER). SPLIT: fp32 partials go to
+    out_ptr[split * WS + index], grad_bias's (BIAS: the first column tile also sums g's rows)
+    after the weight's NW.\"\"\"
+    HW = HWV * VEC
+    num_j = tl.cdiv(J, BLOCK_J)
+    pid_i = tl.program_id(0) // num_j
+    pid_j = tl.program_id(0) % num_j
+    split = tl.program_id(1)
+    ri = pid_i * BLOCK_I + tl.arange(0, BLOCK_I)
+    rj = pid_j * BLOCK_J + tl.arange(0, BLOCK_J)
+    rk = tl.arange(0, BLOCK_K)
+    g_rows = (ri % I)[:, None] * HW  # wrapped rows read valid memory; masked at the store
+    x_rows = (rj % J)[:, None] * HW
+    b_end = tl.minimum(split * B_PER + B_PER, NB)
+    acc = tl.zeros((BLOCK_I, BLOCK_J), dtype=tl.float32)
+    bacc = tl.zeros((BLOCK_I, 16), dtype=tl.float32)
+    for blk in range(split * B_PER, b_end):
+        n = (blk // PB).to(tl.int64)
+        p = (blk % PB) * BLOCK_K + rk
+        pin = (p < HW)[None, :]
+        a = tl.load(g_ptr + n * I * HW + g_rows + p[None, :], mask=pin, other=0.0)
+        # x's tile is loaded [columns, pixels] (pixel-major, as in memory); the dot wants it
+        # [pixels, columns]
+        b = tl.trans(tl.load(x_ptr + n * J * HW + x_rows + p[None, :], mask=pin, other=0.0))
+        if WIDEN:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
+        if BIAS:
+            bacc = _row_sums_by_dot(a, bacc, WIDEN)
+    offs = ri[:, None] * J + rj[None, :]
+    mask = (ri < I)[:, None] & (rj < J)[None, :]
+    if BIAS:
+        bsum = tl.max(bacc, axis=1)  # its 16 columns are equal
+        bmask = ri < tl.where(pid_j == 0, I, 0)  # one column tile stores them
+        if SPLIT:
+            tl.store(out_ptr + split.to(tl.int64) * WS + NW + ri, bsum, mask=bmask)
+        else:
+            tl.store(gb_ptr + ri, bsum.to(gb_ptr.dtype.element_ty), mask=bmask)
+    if SPLIT:
+        tl.store(out_ptr + split.to(tl.int64) * WS + offs, acc, mask=mask)
+    else:
+        tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _pw_weight_tiles(I, J, hw, dtype, device):
+    """(BLOCK_I, BLOCK_J, BLOCK_K over pixels, warps, stages) of the 1x1 weight gradient."""
+    if _PW_WEIGHT_TILES is not None and not _INTERPRET:
+        return _PW_WEIGHT_TILES
+    bi, bj, bk, warps = _weight_tiles(I, J, dtype, device)
+    if bk == 64 and (_cdiv(hw, 64) * 64 - hw) * 8 > hw:
+        bk = 32  # the last block of each image's pixels would be mostly padding
+    return bi, bj, bk, warps, 3
+
+
+def _pw_grad_weight(go, x, w, want_bias):
+    """(grad_weight, grad_bias or None) of a 1x1 convolution on contiguous NCHW tensors (see
+    `_pointwise`): a GEMM whose K axis is every image's pixels, split over programs when the
+    weight's tiles alone cannot fill the GPU; grad_bias summed on the way."""
+    N, I, H, W = go.shape
+    J = x.shape[1]
+    hw = H * W
+    vec = _pixel_vec(hw)
+    gw = torch.empty(w.shape, dtype=w.dtype, device=w.device)
+    gb = torch.empty((I,), dtype=go.dtype, device=go.device) if want_bias else None
+    bi, bj, bk, warps, stages = _pw_weight_tiles(I, J, hw, x.dtype, x.device)
+    PB = _cdiv(hw, bk)
+    tiles = _cdiv(I, bi) * _cdiv(J, bj)
+    splits = _splits(tiles, N * PB * bk, bk, x.device, _PW_WEIGHT_WAVES)
+    per, splits = _split_range(N * PB, splits, 1)
+    NW = gw.numel()
+    WS = NW + (I if want_bias else 0)
+    out = gw if splits == 1 else torch.empty((splits * WS,), dtype=torch.float32, device=gw.device)
+    _pw_weight_kernel[(tiles, splits)](
+        go, x, out, gb if gb is not None else gw, I, J, hw // vec, PB, N * PB, per, NW, WS,
+        VEC=vec, SPLIT=splits > 1, BIAS=want_bias, WIDEN=_INTERPRET,
+        PREC=_precision(x.dtype, x.device), BLOCK_I=bi, BLOCK_J=bj, BLOCK_K=bk,
+        num_warps=warps, num_stages=stages)
+    if splits > 1:
+        _finish_splits(out, gw, splits, 1, gb)
+    return gw, gb
 
 
 def _grad_input(go, x, w, stride, padding, dilation, G, idx64):
@@ -559,6 +685,36 @@ def _grad_bias(go, idx64):
     return gb
 
 
+def _pointwise_grads(go, x, w, mask, idx64):
+    """(grad_input, grad_weight, grad_bias) of a 1x1 convolution on contiguous NCHW tensors: the
+    per-image GEMMs, read in place (see `_pointwise`)."""
+    gi = gw = gb = None
+    if mask[0]:
+        gi = _pw_gemm(w, w.stride(1), w.stride(0), go, None, torch.empty_like(x))
+    if mask[1]:
+        gw, gb = _pw_grad_weight(go, x, w, want_bias=mask[2] and _PW_WEIGHT_BIAS)
+    if mask[2] and gb is None:
+        gb = _grad_bias(go, idx64)
+    return gi, gw, gb
+
+
+def _implicit_gemm_grads(go, x, w, stride, padding, dilation, G, mask, idx64):
+    """(grad_input, grad_weight, grad_bias) through the implicit-GEMM (or depthwise) kernels."""
+    gs = go
+    if not (w.shape[1] == 1 and w.shape[0] // G <= 4) and (mask[0] or mask[1]):
+        gs = _staged(go)  # GEMM kernels (not depthwise): channels_last operands when the knob says so
+    gi = _grad_input(gs, x, w, stride, padding, dilation, G, idx64) if mask[0] else None
+    gw = gb = None
+    if mask[1]:
+        flat = w.shape[1] < 16 and w.shape[2] * w.shape[3] > 1  # K over (c, kh, kw): x in place
+        xs = _staged(x) if gs is not go and not flat else x
+        gw, gb = _grad_weight(gs, xs, w, stride, padding, dilation, G, idx64,
+                              want_bias=mask[2] and _BIAS_IN_WEIGHT)
+    if mask[2] and gb is None:
+        gb = _grad_bias(gs, idx64)  # staged: loads along channels
+    return gi, gw, gb
+
+
 def _op(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
         output_padding, groups, output_mask):
     x, w, one_d, stride, padding, dilation, G, (OH, OW) = _geometry(
@@ -577,18 +733,10 @@ def _op(grad_output, input, weight, bias_sizes, stride, padding, dilation, trans
     if len(mask) != 3:
         raise RuntimeError(f"{_OP}: output_mask must have 3 entries, got {output_mask}")
     idx64 = _needs_int64(go, x, w)
-    gs = go
-    if not (w.shape[1] == 1 and OC // G <= 4) and (mask[0] or mask[1]):
-        gs = _staged(go)  # GEMM kernels (not depthwise): channels_last operands when the knob says so
-    gi = _grad_input(gs, x, w, stride, padding, dilation, G, idx64) if mask[0] else None
-    gw = gb = None
-    if mask[1]:
-        flat = w.shape[1] < 16 and w.shape[2] * w.shape[3] > 1  # K over (c, kh, kw): x in place
-        xs = _staged(x) if gs is not go and not flat else x
-        gw, gb = _grad_weight(gs, xs, w, stride, padding, dilation, G, idx64,
-                              want_bias=mask[2] and _BIAS_IN_WEIGHT)
-    if mask[2] and gb is None:
-        gb = _grad_bias(gs, idx64)  # staged: loads along channels
+    if _pointwise(w, stride, padding, G, go, x):
+        gi, gw, gb = _pointwise_grads(go, x, w, mask, idx64)
+    else:
+        gi, gw, gb = _implicit_gemm_grads(go, x, w, stride, padding, dilation, G, mask, idx64)
     if one_d:
         gi = gi.squeeze(2) if gi is not None else None
         gw = gw.squeeze(2) if gw is not None else None
@@ -600,7 +748,8 @@ _PLAN = (
     "runtime loop over taps keeps only output pixels on the stride grid); grad_weight is a GEMM "
     "whose K axis is the N*OH*OW output pixels, split over programs when the tiles cannot fill "
     "the GPU, with fp32 partials summed in a fixed order by a second kernel; grad_bias is a "
-    "split per-channel sum. Depthwise-like convolutions use direct [pixels x channels] kernels. "
+    "split per-channel sum. Depthwise-like convolutions use direct [pixels x channels] kernels; "
+    "1x1 convolutions of NCHW tensors are GEMMs per image. "
     "fp32 accumulation; tensors read through their strides (NCHW or channels_last in place)."
 )
 
