@@ -269,18 +269,26 @@ def test_tuned_launches_autotune_once_per_shape_then_launch_the_best_config(
         triton.Config({"BLOCK_P": 32, "BLOCK_C": 16}, num_warps=4),
         lambda meta: {},
     )
+    pointwise = _RecordingTuner(
+        module._pw_gemm_kernel,
+        triton.Config({"BLOCK_I": 16, "BLOCK_P": 16, "BLOCK_K": 16}, num_warps=4),
+        lambda meta: {"EVEN_K": False},
+    )
     module._conv_gemm_tuned = {True: gemm, False: gemm}
     module._conv_direct_tuned = direct
+    module._pw_gemm_tuned = {True: pointwise, False: pointwise}
     module._tuned = lambda device: True
     gen = torch.Generator().manual_seed(0)
-    for C, OC, G in ((16, 8, 1), (6, 6, 6)):  # the GEMM kernel, then the depthwise one
-        x = torch.randn(2, C, 5, 6, generator=gen)
-        w = torch.randn(OC, C // G, 3, 3, generator=gen)
-        want = torch.ops.aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], G)
+    # the GEMM kernel, the depthwise one, then a 1x1 convolution (per-image GEMMs)
+    for C, OC, G, K in ((16, 8, 1, 3), (6, 6, 6, 3), (20, 24, 1, 1)):
+        x = torch.randn(2, C, 5, 8, generator=gen)
+        w = torch.randn(OC, C // G, K, K, generator=gen)
+        pad = [K // 2, K // 2]
+        want = torch.ops.aten.convolution(x, w, None, [1, 1], pad, [1, 1], False, [0, 0], G)
         for _ in range(3):
-            got = kernel(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], G)
+            got = kernel(x, w, None, [1, 1], pad, [1, 1], False, [0, 0], G)
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-    assert (gemm.calls, direct.calls, len(module._BEST)) == (1, 1, 2)
+    assert (gemm.calls, direct.calls, pointwise.calls, len(module._BEST)) == (1, 1, 1, 3)
 
 
 @pytest.mark.parametrize(

@@ -294,6 +294,7 @@ def _launch_tuned(tuner, plain, key, grid, args, kwargs, derived=lambda meta: {}
     plain[grid(meta)](*args, **kwargs, **meta, **derived(meta), num_warps=cfg.num_warps,
                       num_stages=cfg.num_stages)
 
+
 # 1x1 convolutions (stride 1, no padding, one group) whose tensors are contiguous NCHW are a GEMM
 # per image: y[n] = W @ x[n] ([OC, C] @ [C, H*W]) and grad_input[n] = W^T @ grad_output[n]. Their
 # kernels keep each pixel tile inside one image (the image from the grid), so rows of pixels are
@@ -315,8 +316,7 @@ def _pointwise(weight, stride, padding, groups, *tensors):
     if list(stride) != [1, 1] or list(padding) != [0, 0]:
         return False
     return all(t.is_contiguous() and _pixel_vec(t.shape[2] * t.shape[3]) >= _PW_MIN_VEC
-               and t.shape[0] <= 65535
-               and t[0].numel() <= _INT32_MAX for t in tensors)
+               and t.shape[0] <= 65535 and t[0].numel() <= _INT32_MAX for t in tensors)
 
 
 def _pixel_vec(hw):
@@ -393,8 +393,8 @@ def _pw_tiles(I, HW, K, dtype):
     """(BLOCK_I, BLOCK_P, BLOCK_K, num_warps, num_stages) when not autotuning."""
     if _INTERPRET:
         return _clamp_pow2(I, 16, 64), _clamp_pow2(HW, 16, 64), _clamp_pow2(K, 16, 32), 4, 1
-    half = dtype in (torch.float16, torch.bfloat16)
-    return _clamp_pow2(I, 16, 128), _clamp_pow2(HW, 16, 64), _clamp_pow2(K, 16, 64 if half else 32), 4, 3
+    bk = 64 if dtype in (torch.float16, torch.bfloat16) else 32
+    return _clamp_pow2(I, 16, 128), _clamp_pow2(HW, 16, 64), _clamp_pow2(K, 16, bk), 4, 3
 
 
 if not _INTERPRET:
