@@ -173,7 +173,7 @@ def test_pointwise_convolutions_match_eager_forward_and_backward() -> None:
 def test_pointwise_path_takes_exactly_the_1x1_nchw_convolutions(tmp_path: Path) -> None:
     """The per-image GEMMs run for 1x1, stride-1, unpadded, one-group convolutions of contiguous
     NCHW tensors with H*W a multiple of 4; the rest keep the implicit GEMM: 289 pixels (one
-    element per load), stride 2, groups 2, channels_last."""
+    element per load), stride 2, groups 2, channels_last, no images."""
     import sys
 
     from builtin_support import materialize_case
@@ -181,7 +181,7 @@ def test_pointwise_path_takes_exactly_the_1x1_nchw_convolutions(tmp_path: Path) 
 
     taken = {
         FWD: [True] * len(POINTWISE_FORWARD) + [False] * 4,
-        BWD: [True] * len(POINTWISE_BACKWARD) + [False] * 2,
+        BWD: [True] * len(POINTWISE_BACKWARD) + [False] * 3,
     }
     others = {
         FWD: [
@@ -190,7 +190,11 @@ def test_pointwise_path_takes_exactly_the_1x1_nchw_convolutions(tmp_path: Path) 
             "((T([2, 32, 8, 8], f16), T([8, 16, 1, 1], f16), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 2), {})",
             FORWARD_CASES[6],
         ],
-        BWD: [BACKWARD_CASES[10], BACKWARD_CASES[7]],
+        BWD: [
+            BACKWARD_CASES[10],
+            BACKWARD_CASES[7],
+            "((T([0, 24, 4, 8], f32), T([0, 16, 4, 8], f32), T([24, 16, 1, 1], f32), [24], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]), {})",
+        ],
     }  # fmt: skip
     path_of = {FWD: "_pw_gemm", BWD: "_pointwise_grads"}
     for op, texts in ((FWD, POINTWISE_FORWARD), (BWD, POINTWISE_BACKWARD)):

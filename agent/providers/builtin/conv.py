@@ -310,13 +310,13 @@ _PW_MIN_VEC = 4
 def _pointwise(weight, stride, padding, groups, *tensors):
     """Whether a convolution takes the per-image GEMM kernels (`_PW_DIRECT`): a 1x1 filter,
     stride 1, no padding, one group, and every tensor contiguous NCHW with H*W a multiple of
-    `_PW_MIN_VEC`, at most 65535 images (a grid axis) and int32 offsets inside an image."""
+    `_PW_MIN_VEC`, 1 to 65535 images (a grid axis) and int32 offsets inside an image."""
     if not (_PW_DIRECT and weight.shape[2] == weight.shape[3] == 1 and groups == 1):
         return False
     if list(stride) != [1, 1] or list(padding) != [0, 0]:
         return False
     return all(t.is_contiguous() and _pixel_vec(t.shape[2] * t.shape[3]) >= _PW_MIN_VEC
-               and t.shape[0] <= 65535 and t[0].numel() <= _INT32_MAX for t in tensors)
+               and 0 < t.shape[0] <= 65535 and t[0].numel() <= _INT32_MAX for t in tensors)
 
 
 def _pixel_vec(hw):

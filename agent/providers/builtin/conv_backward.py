@@ -559,6 +559,8 @@ def _pw_grad_weight(go, x, w, want_bias):
     hw = H * W
     vec = _pixel_vec(hw)
     gw = torch.empty(w.shape, dtype=w.dtype, device=w.device)
+    if gw.numel() == 0:
+        return gw, None  # grad_bias, if wanted, from the bias kernel
     gb = torch.empty((I,), dtype=go.dtype, device=go.device) if want_bias else None
     bi, bj, bk, warps, stages = _pw_weight_tiles(I, J, hw, x.dtype, x.device)
     PB = _cdiv(hw, bk)
