@@ -4,7 +4,9 @@ On the GPU the convolution picks its tile per shape with Triton's autotuner, ran
 the file's own `_quick_bench` (GPU time, the host's launch time hidden behind a GPU wait). The
 interpreter never autotunes, so only the GPU checks that bench's contract with the autotuner
 (one time per asked quantile, in ms, ordered like the quantiles), that the picked config is
-cached for the fast launch path, and that the cached launch computes what eager does.
+cached for the fast launch path, and that the cached launch computes what eager does. The 1x1
+backward's weight gradient, which sums grad_bias beside its dot, is checked against fp64 on
+every call with tiles whose register sums once raced with that dot (BENCHMARKS §29).
 """
 
 from __future__ import annotations
