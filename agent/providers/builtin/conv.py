@@ -316,7 +316,8 @@ def _pointwise(weight, stride, padding, groups, *tensors):
     if list(stride) != [1, 1] or list(padding) != [0, 0]:
         return False
     return all(t.is_contiguous() and _pixel_vec(t.shape[2] * t.shape[3]) >= _PW_MIN_VEC
-               and 0 < t.shape[0] <= 65535 and t[0].numel() <= _INT32_MAX for t in tensors)
+               and 0 < t.shape[0] <= 65535 and t.numel() // t.shape[0] <= _INT32_MAX
+               for t in tensors)
 
 
 def _pixel_vec(hw):
