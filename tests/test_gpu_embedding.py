@@ -66,6 +66,40 @@ def test_sorted_path_sums_like_eager_on_skewed_indices(
     assert torch.equal(got.isinf(), want.isinf())
 
 
+_BITS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+
+
+@pytest.mark.parametrize("every", [500, 50000])
+@pytest.mark.parametrize(("rows", "cols", "weights", "dtype", "zipf", "pad"), _CASES[:3])
+def test_sorted_path_non_finite_grads_in_many_tiles_on_every_call(
+    rows, cols, weights, dtype, zipf, pad, every, tmp_path
+) -> None:
+    """One grad in `every` NaN, +inf or -inf, spread over the tiles and column blocks: the
+    segment kernel's non-finite branch reads the grad tile in registers beside its pipelined
+    tile products (the pattern that raced in the convolution's weight kernel). Eager's NaN and
+    infinities, finite sums as close to the exact ones as eager's, and the same bits on five
+    calls."""
+    kernel, grad, index = _run(rows, cols, weights, dtype, zipf, pad, tmp_path, 2)[:3]
+    gen = torch.Generator().manual_seed(3)
+    spots = torch.randperm(grad.numel(), generator=gen)[: max(3, grad.numel() // every)]
+    bad = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    grad.view(-1)[spots.cuda()] = bad[torch.arange(len(spots)) % 3].to(dtype).cuda()
+    got = kernel(grad, index, weights, pad, False)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, pad, False)
+    for check in (torch.isnan, torch.isposinf, torch.isneginf):
+        assert torch.equal(check(got), check(want)), check.__name__
+    keep = index != pad
+    exact = torch.zeros(weights, cols, dtype=torch.float64, device="cuda")
+    exact.index_add_(0, index[keep], grad[keep].double())
+    finite = want.isfinite() & exact.isfinite()
+    ours = (got.double() - exact)[finite].abs().max().item()
+    eagers = (want.double() - exact)[finite].abs().max().item()
+    assert ours <= 1.5 * eagers + 1e-6, (ours, eagers)
+    for _ in range(4):
+        again = kernel(grad, index, weights, pad, False)
+        assert torch.equal(again.view(_BITS[dtype]), got.view(_BITS[dtype]))
+
+
 _FEW = [  # up to 3072 indices: eager's per-chunk rounding; Zipf indices name one row in most chunks
     (1024, 768, 1024, torch.bfloat16, 1.1, -1),
     (1024, 1024, 32000, torch.bfloat16, 1.5, -1),

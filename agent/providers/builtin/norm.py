@@ -398,6 +398,12 @@ def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.c
 # 6 stages 22.9 / 17.5 / 17.8 / 8.2 / 6.4). 0 turns it off.
 _LNB_WARP_ROW = 1024
 _LNB_WARP_PROGRAMS_PER_SM = 4
+# rows of more than _LNB_WIDE_ROW_BYTES take _LNB_WIDE_PROGRAMS_PER_SM (fewer bytes in flight per
+# SM). H200, evaluator timing, 3 / 4 programs per SM (two runs each): [32,197,768] f32 21.2, 21.0
+# / 21.9, 21.7 us, [8,512,768] f32 16.1, 15.9 / 16.5, 16.3; 128-wide f32 rows slower at 3 ([8,512,
+# 128] 8.6, 9.0 / 8.1, 8.5), [8,1024,768] bf16 17.5, 17.3 / 17.4, 17.4 (BENCHMARKS §30)
+_LNB_WIDE_ROW_BYTES = 2048
+_LNB_WIDE_PROGRAMS_PER_SM = 3
 _LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
 # one-pass rows of N elements as two power-of-two tiles when they pad less than one (768 = 512 +
 # 256 instead of 1024: a quarter of the lanes' registers and math saved; the one-warp row kernel
@@ -459,7 +465,9 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     # (fp64 accumulators take twice the registers)
     if (one_pass and not small
             and (block_n + block_n2) * (2 if acc == tl.float64 else 1) <= _LNB_WARP_ROW):
-        block_m, per_sm, warps = 1, _LNB_WARP_PROGRAMS_PER_SM, 1
+        wide = N * input.element_size() > _LNB_WIDE_ROW_BYTES
+        per_sm = _LNB_WIDE_PROGRAMS_PER_SM if wide else _LNB_WARP_PROGRAMS_PER_SM
+        block_m, warps = 1, 1
     else:
         if one_pass and _LNB_ROWS and not small:
             block_m = _LNB_ROWS
