@@ -1,6 +1,6 @@
 """Can a Triton copy beat torch's copy at the sizes where the bandwidth target is judged?
 
-    python benchmarks/copy_variants.py [--mib 8,16,18.5,24,32] [--out copy_variants.json]
+    python benchmarks/copy_variants.py [--mib 8,16,18.5,24,32] [--fill] [--out copy_variants.json]
 
 Why: eight of the operators below 80% of HBM bandwidth (issue 4) run within a few percent of
 torch's `copy_` of the same bytes, and that copy itself stays under 80% at 30-60 MiB moved
@@ -11,6 +11,10 @@ it; if none does, the gap is the fixed cost of one kernel (launch, ramp-up, tail
 Each variant copies an f32 tensor of the given size, timed as the evaluator times a case
 (`timing.time_sides`: steady L2 state, the calibrated GPU wait, CUDA events). Also timed: an
 empty kernel (one element), the fixed cost any call pays. GPU only.
+
+--fill times zero fills instead (torch's `zero_` against Triton store kernels, with and without
+cache hints): the embedding backward writes 100 of its 157 MiB as zeros, and torch's fill runs at
+~73% of a copy's rate (`copy_bandwidth.py`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,32 @@ def _persistent_copy(src, dst, n, BLOCK: tl.constexpr, STAGES: tl.constexpr):
         tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
 
 
+@triton.jit
+def _flat_fill(dst, n, BLOCK: tl.constexpr, HINTS: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    zero = tl.zeros([BLOCK], dst.dtype.element_ty)
+    if HINTS:
+        tl.store(dst + offs, zero, mask=offs < n, cache_modifier=".cs")
+    else:
+        tl.store(dst + offs, zero, mask=offs < n)
+
+
+def fill_variants(sms: int) -> dict[str, object]:
+    """name -> fn(dst) filling dst with zeros."""
+    out: dict[str, object] = {"torch zero_": lambda d: d.zero_()}
+    for block, warps in ((1024, 4), (4096, 8), (8192, 16), (16384, 16)):
+        for hints in (False, True):
+
+            def flat(d, block=block, warps=warps, hints=hints):
+                n = d.numel()
+                _flat_fill[(triton.cdiv(n, block),)](
+                    d, n, BLOCK=block, HINTS=hints, num_warps=warps
+                )
+
+            out[f"fill {block}/{warps}w" + (" .cs" if hints else "")] = flat
+    return out
+
+
 def variants(sms: int) -> dict[str, object]:
     """name -> fn(src, dst) launching one copy."""
     out: dict[str, object] = {"torch copy_": lambda s, d: d.copy_(s)}
@@ -102,6 +132,7 @@ def main() -> None:
     ap.add_argument("--mib", default="8,16,18.5,24,32", help="tensor sizes in MiB (moved twice)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--out", type=Path, default=None, help="write the rows here as JSON")
+    ap.add_argument("--fill", action="store_true", help="time zero fills, not copies")
     args = ap.parse_args()
     timing = EvalConfig().timing
     peak = timing.hbm_bandwidth_gbps
@@ -113,20 +144,28 @@ def main() -> None:
     empty_us = statistics.median(empty) * 1e3
     print(f"empty kernel (zero_ of 1 element): {empty_us:.2f} us", flush=True)
     rows = []
-    fns = variants(sms)
+    fns = fill_variants(sms) if args.fill else variants(sms)
     for mib in (float(m) for m in args.mib.split(",")):
         n = int(mib * (1 << 20)) // 4 // 2048 * 2048
-        moved = 2 * 4 * n
+        moved = (1 if args.fill else 2) * 4 * n
         sets = rotation_sets(moved, timing)
         srcs = [torch.randn(n, device="cuda") for _ in range(sets)]
         dsts = [torch.empty_like(s) for s in srcs]
         base_us = None
         for name, fn in fns.items():
-            for s, d in zip(srcs, dsts, strict=True):
-                fn(s, d)  # compile and warm up
-                assert torch.equal(s, d), name
+            if args.fill:
+                calls = [lambda d=d, fn=fn: fn(d) for d in dsts]
+                for d in dsts:
+                    d.fill_(1.0)
+                    fn(d)  # compile and warm up
+                    assert not d.any(), name
+            else:
+                calls = [lambda s=s, d=d, fn=fn: fn(s, d) for s, d in zip(srcs, dsts, strict=True)]
+                for s, d in zip(srcs, dsts, strict=True):
+                    fn(s, d)  # compile and warm up
+                    assert torch.equal(s, d), name
             times, _, _, _ = time_sides(
-                [lambda s=s, d=d, fn=fn: fn(s, d) for s, d in zip(srcs, dsts, strict=True)],
+                calls,
                 [lambda: None],
                 flush,
                 args.reps,
