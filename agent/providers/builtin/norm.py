@@ -405,6 +405,10 @@ _LNB_WARP_PROGRAMS_PER_SM = 4
 _LNB_WIDE_ROW_BYTES = 2048
 _LNB_WIDE_PROGRAMS_PER_SM = 3
 _LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
+# the same for one-warp programs of rows up to _LNB_WIDE_ROW_BYTES. H200, evaluator timing, 4 / 5
+# (two runs each): [8,1024,768] bf16 17.2, 17.3 / 16.5, 16.8 us, [8,512,128] f32 8.5, 8.7 / 8.3,
+# 8.3, [8,128,128] f32 6.3, 6.4 / 6.3, 6.4; the wider f32 rows slower at 5 ([8,512,768] 15.9 / 16.5)
+_LNB_NARROW_STAGES = 5
 # one-pass rows of N elements as two power-of-two tiles when they pad less than one (768 = 512 +
 # 256 instead of 1024: a quarter of the lanes' registers and math saved; the one-warp row kernel
 # 238 -> 168 registers for sm_90). H200, evaluator timing, one tile / two: [32,197,768] f32 22.1
@@ -462,18 +466,20 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
         rest = max(2, _pow2(N - low)) if N > low else 0
         if rest and low + rest < block_n:
             block_n, block_n2 = low, rest
+    stages = 1 if small else _LNB_STAGES
     # (fp64 accumulators take twice the registers)
     if (one_pass and not small
             and (block_n + block_n2) * (2 if acc == tl.float64 else 1) <= _LNB_WARP_ROW):
         wide = N * input.element_size() > _LNB_WIDE_ROW_BYTES
         per_sm = _LNB_WIDE_PROGRAMS_PER_SM if wide else _LNB_WARP_PROGRAMS_PER_SM
         block_m, warps = 1, 1
+        if not wide:
+            stages = _LNB_NARROW_STAGES
     else:
         if one_pass and _LNB_ROWS and not small:
             block_m = _LNB_ROWS
         per_sm = 2 if small else _LNB_PROGRAMS_PER_SM
         warps = _LNB_WARPS if _LNB_WARPS and not small else _warps(block_m * block_n)
-    stages = 1 if small else _LNB_STAGES
     programs = max(1, min(_cdiv(M, block_m), target * per_sm // 4))
     rpp = max(1, _cdiv(_cdiv(M, programs), block_m)) * block_m
     programs = max(1, _cdiv(M, rpp))
