@@ -13,8 +13,9 @@ Each variant copies an f32 tensor of the given size, timed as the evaluator time
 empty kernel (one element), the fixed cost any call pays. GPU only.
 
 --fill times zero fills instead (torch's `zero_` against Triton store kernels, with and without
-cache hints): the embedding backward writes 100 of its 157 MiB as zeros, and torch's fill runs at
-~73% of a copy's rate (`copy_bandwidth.py`).
+cache hints): the embedding backward writes 100 of its 157 MiB as zeros, and `copy_bandwidth.py`
+had once measured torch's fill at ~73% of a copy's rate (here: 96% of HBM bandwidth for 100 MiB,
+BENCHMARKS §30).
 """
 
 from __future__ import annotations

@@ -405,9 +405,10 @@ _LNB_WARP_PROGRAMS_PER_SM = 4
 _LNB_WIDE_ROW_BYTES = 2048
 _LNB_WIDE_PROGRAMS_PER_SM = 3
 _LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
-# the same for one-warp programs of rows up to _LNB_WIDE_ROW_BYTES. H200, evaluator timing, 4 / 5
-# (two runs each): [8,1024,768] bf16 17.2, 17.3 / 16.5, 16.8 us, [8,512,128] f32 8.5, 8.7 / 8.3,
-# 8.3, [8,128,128] f32 6.3, 6.4 / 6.3, 6.4; the wider f32 rows slower at 5 ([8,512,768] 15.9 / 16.5)
+# steps in flight of one-warp programs of rows up to _LNB_WIDE_ROW_BYTES. H200, evaluator
+# timing, 4 / 5 (two runs each): [8,1024,768] bf16 17.2, 17.3 / 16.5, 16.8 us, [8,512,128] f32
+# 8.5, 8.7 / 8.3, 8.3, [8,128,128] f32 6.3, 6.4 / 6.3, 6.4; the wider f32 rows slower at 5
+# ([8,512,768] 15.9 / 16.5)
 _LNB_NARROW_STAGES = 5
 # one-pass rows of N elements as two power-of-two tiles when they pad less than one (768 = 512 +
 # 256 instead of 1024: a quarter of the lanes' registers and math saved; the one-warp row kernel
