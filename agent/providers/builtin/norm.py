@@ -400,8 +400,9 @@ _LNB_WARP_ROW = 1024
 _LNB_WARP_PROGRAMS_PER_SM = 4
 # rows of more than _LNB_WIDE_ROW_BYTES take _LNB_WIDE_PROGRAMS_PER_SM (fewer bytes in flight per
 # SM). H200, evaluator timing, 3 / 4 programs per SM (two runs each): [32,197,768] f32 21.2, 21.0
-# / 21.9, 21.7 us, [8,512,768] f32 16.1, 15.9 / 16.5, 16.3; 128-wide f32 rows slower at 3 ([8,512,
-# 128] 8.6, 9.0 / 8.1, 8.5), [8,1024,768] bf16 17.5, 17.3 / 17.4, 17.4 (BENCHMARKS §30)
+# / 21.9, 21.7 us, [8,512,768] f32 16.1, 15.9 / 16.5, 16.3; slower at 3: 128-wide f32 rows ([8,512,
+# 128] 8.6, 9.0 / 8.1, 8.5) and 768-wide bf16 ones ([8,1024,768] 18.4 / 17.2, one run) (BENCHMARKS
+# §30)
 _LNB_WIDE_ROW_BYTES = 2048
 _LNB_WIDE_PROGRAMS_PER_SM = 3
 _LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
