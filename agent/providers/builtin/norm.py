@@ -12,8 +12,7 @@ How the generated kernels work (all arithmetic in fp32, fp64 for fp64 inputs):
   takes a pass of shifted sums and a writing pass. mean/rstd come back in eager's dtype: fp32 for
   half inputs on CUDA (ATen's accumulate type), the input dtype on the CPU.
   The backward computes grad_input per row and, for grad_weight/grad_bias, per-program partial
-  column sums in an fp32 workspace that the grid's last programs to finish reduce in a fixed
-  order (integer atomics count the arrivals; the values are never added atomically).
+  column sums in an fp32 workspace that a second kernel reduces in a fixed order (no atomics).
   A program's row steps are pipelined (the next steps' loads in flight during this one's math)
   and its column sums stay tile-shaped until after the loop; the _LNB_* constants of the
   generated file are its tuning knobs.
@@ -241,18 +240,14 @@ def _ln_bwd_tile(g_ptr, x_ptr, rows, row_ok, cols, col_ok, N, mean, rstd, ACC: t
 
 @triton.jit
 def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP,
-            dw_ptr, db_ptr, sync_ptr,
             HAS_W: tl.constexpr, WANT_DX: tl.constexpr, WANT_DW: tl.constexpr,
             WANT_DB: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
             STAGES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-            PDL_NEXT: tl.constexpr, BLOCK_N2: tl.constexpr = 0, REDUCERS: tl.constexpr = 0,
-            SUM_P: tl.constexpr = 2, SUM_N: tl.constexpr = 2, FENCE: tl.constexpr = False):
+            PDL_NEXT: tl.constexpr, BLOCK_N2: tl.constexpr = 0):
     """Rows [p*RPP, (p+1)*RPP): grad_input, and this program's column sums of g*xhat and g:
     rows p and P + p of the [2P, N] fp32 workspace (P programs; each element written once, so
-    they are summed in a fixed order: no atomics on the values, no read-after-write races).
-    REDUCERS > 0: the last REDUCERS programs to finish sum them here (`_ln_bwd_last_sums`);
-    0: a second kernel does (`_colsum`), and PDL_NEXT lets its launch start now (it waits for
-    this grid's results itself).
+    the second kernel sums them in a fixed order: no atomics, no read-after-write races).
+    PDL_NEXT: the column-sum launch may start now (it waits for this grid's results itself).
     ONE_PASS with BLOCK_N2 > 0: the row is two tiles, columns [0, BLOCK_N) and [BLOCK_N,
     BLOCK_N + BLOCK_N2) (768 = 512 + 256: no padded lanes holding registers and doing math,
     where one tile pads 768 to 1024)."""
@@ -363,17 +358,17 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP
                     tl.store(pw_ptr + cols, acc_w, mask=col_ok)
                 if WANT_DB:
                     tl.store(pb_ptr + cols, acc_b, mask=col_ok)
-    if REDUCERS > 0:
-        _ln_bwd_last_sums(part_ptr, dw_ptr, db_ptr, sync_ptr, N, WANT_DW, WANT_DB, ACC,
-                          REDUCERS, SUM_P, SUM_N, FENCE)
 
 
 @triton.jit
-def _colsum_block(part_ptr, dw_ptr, db_ptr, cols, P, N, WANT_DW: tl.constexpr,
-                  WANT_DB: tl.constexpr, ACC: tl.constexpr, BLOCK_P: tl.constexpr,
-                  BLOCK_N: tl.constexpr, CACHE: tl.constexpr):
-    """grad_weight and grad_bias of columns `cols`: the P partial rows of each, in order.
-    CACHE ".cg": read past the SM's L1 (rows other programs wrote during this grid)."""
+def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
+            ACC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
+            PDL_WAIT: tl.constexpr):
+    """grad_weight and grad_bias for BLOCK_N columns: the P partial rows of each, in order.
+    PDL_WAIT (a programmatic dependent launch): launched while the row kernel still runs, it
+    waits here until that grid has finished and its partial rows are visible."""
+    _pdl_enter(PDL_WAIT, False)
+    cols = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     acc_w = tl.zeros([BLOCK_P, BLOCK_N], ACC)
     acc_b = tl.zeros([BLOCK_P, BLOCK_N], ACC)
@@ -382,69 +377,13 @@ def _colsum_block(part_ptr, dw_ptr, db_ptr, cols, P, N, WANT_DW: tl.constexpr,
         m = (ps[:, None] < P) & col_ok[None, :]
         offs = ps[:, None].to(tl.int64) * N + cols[None, :]
         if WANT_DW:
-            acc_w += tl.load(part_ptr + offs, mask=m, other=0, cache_modifier=CACHE)
+            acc_w += tl.load(part_ptr + offs, mask=m, other=0)
         if WANT_DB:
-            acc_b += tl.load(part_ptr + P * N + offs, mask=m, other=0, cache_modifier=CACHE)
+            acc_b += tl.load(part_ptr + P * N + offs, mask=m, other=0)
     if WANT_DW:
         tl.store(dw_ptr + cols, tl.sum(acc_w, axis=0).to(dw_ptr.dtype.element_ty), mask=col_ok)
     if WANT_DB:
         tl.store(db_ptr + cols, tl.sum(acc_b, axis=0).to(db_ptr.dtype.element_ty), mask=col_ok)
-
-
-@triton.jit
-def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.constexpr,
-            ACC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr,
-            PDL_WAIT: tl.constexpr):
-    """grad_weight and grad_bias for BLOCK_N columns, as a second launch.
-    PDL_WAIT (a programmatic dependent launch): launched while the row kernel still runs, it
-    waits here until that grid has finished and its partial rows are visible."""
-    _pdl_enter(PDL_WAIT, False)
-    cols = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-    _colsum_block(part_ptr, dw_ptr, db_ptr, cols, P, N, WANT_DW, WANT_DB, ACC, BLOCK_P, BLOCK_N,
-                  "")
-
-
-@triton.jit
-def _fence_gpu():
-    """fence.acq_rel.gpu in every thread: its stores before it are seen by any thread of the
-    GPU that acquires what this program publishes after it (CUDA's __threadfence)."""
-    tl.inline_asm_elementwise("fence.acq_rel.gpu; mov.b32 $0, $1;", "=r,r",
-                              [tl.full([1], 0, tl.int32)], dtype=tl.int32, is_pure=False,
-                              pack=1)
-
-
-@triton.jit
-def _ln_bwd_last_sums(part_ptr, dw_ptr, db_ptr, sync_ptr, N, WANT_DW: tl.constexpr,
-                      WANT_DB: tl.constexpr, ACC: tl.constexpr, REDUCERS: tl.constexpr,
-                      BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr, FENCE: tl.constexpr):
-    """The row grid's own column sums, instead of a second launch: each program, its partial
-    rows stored, takes a ticket from sync[0]; the last REDUCERS to arrive (REDUCERS <= the
-    programs, and few enough to be resident beside the others: they wait for every program's
-    arrival, so none may be kept from starting by them) each wait for all P arrivals and then
-    sum column blocks j, j + REDUCERS, ... in the fixed order of `_colsum_block`. The last
-    reducer to finish puts sync[0] and sync[1] back to 0 for the next call on this stream.
-    FENCE: release and acquire fences around the arrival (off in Triton's interpreter, which
-    runs programs one after another and has REDUCERS 1)."""
-    P = tl.num_programs(0)
-    if FENCE:
-        _fence_gpu()
-    tl.debug_barrier()  # every thread's partial-row stores precede the arrival
-    ticket = tl.atomic_add(sync_ptr, 1, sem="acq_rel")
-    j = ticket - (P - REDUCERS)
-    if j >= 0:
-        seen = ticket + 1
-        while seen < P:
-            seen = tl.atomic_add(sync_ptr, 0, sem="acquire")
-        if FENCE:
-            _fence_gpu()
-        tl.debug_barrier()
-        for c0 in range(j * BLOCK_N, N, REDUCERS * BLOCK_N):
-            _colsum_block(part_ptr, dw_ptr, db_ptr, c0 + tl.arange(0, BLOCK_N), P, N, WANT_DW,
-                          WANT_DB, ACC, BLOCK_P, BLOCK_N, ".cg")
-        done = tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel")
-        if done == REDUCERS - 1:  # every reducer has seen all P arrivals
-            tl.atomic_xchg(sync_ptr, 0)
-            tl.atomic_xchg(sync_ptr + 1, 0)
 
 
 # Backward knobs (module constants read when a geometry is first planned, so that
@@ -492,29 +431,8 @@ _LNB_SUM_WARPS = 4
 # kernel's last programs instead of following the row kernel's exit (H200: [8,512,128] f32
 # 12.4 -> 11.2 us, [8,128,128] 9.7 -> 8.8; the large cases unchanged)
 _LNB_PDL = True
-# the column sums inside the row grid: its last programs to finish sum the partial rows
-# (`_ln_bwd_last_sums`, at most one per column block of _LNB_REDUCER_COLS and per SM), so the
-# op is one launch; False: the `_colsum` launch above
-_LNB_FUSED_SUMS = True
-_LNB_REDUCER_COLS = 8  # columns per reducer step
-_LNB_REDUCER_ROWS = 64  # partial rows per step of a reducer's loop
 
-_SEQUENTIAL_PROGRAMS = os.environ.get("TRITON_INTERPRET", "0") == "1"  # (not a knob)
 _BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once
-_SYNC = {}  # (device index, stream) -> the fused column sums' int32 arrival counters
-
-
-def _sync_counters(device):
-    """Two int32 counters, zero between calls (each call's last reducer puts them back), one
-    pair per CUDA stream, so that calls on two streams at once never share them. In Triton's
-    interpreter (tensors on the CPU) a fresh pair."""
-    if device.type != "cuda":
-        return torch.zeros((2,), dtype=torch.int32, device=device)
-    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index))
-    sync = _SYNC.get(key)
-    if sync is None:
-        sync = _SYNC[key] = torch.zeros((2,), dtype=torch.int32, device=device)
-    return sync
 
 
 def _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask):
@@ -528,9 +446,8 @@ def _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, 
 
 
 def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask):
-    """grad_input and per-program partial column sums (rows of P programs), then the
-    fixed-order reduction of the partials into grad_weight/grad_bias: by the row grid's last
-    programs (`_LNB_FUSED_SUMS`, one launch) or by a second launch."""
+    """Two launches: grad_input and per-program partial column sums (rows of P programs), then
+    the fixed-order reduction of the partials into grad_weight/grad_bias."""
     lead, k, M, N = _split_shape(input, normalized_shape)
     want_dx, want_dw, want_db = (bool(v) for v in output_mask)
     dtype, device = input.dtype, input.device
@@ -571,23 +488,15 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
     nothing = N == 0 or not (want_dx or want_dw or want_db)
     sums = (want_dw or want_db) and not nothing
     rows_launch = _ln_bwd[(programs,)] if M > 0 and not nothing else None
-    # M == 0 has no row grid: its zero sums come from the `_colsum` launch
-    fused = bool(sums and _LNB_FUSED_SUMS and rows_launch is not None)
-    pdl = bool(sums and not fused and _LNB_PDL and _pdl_ok(device))
+    pdl = bool(sums and _LNB_PDL and _pdl_ok(device))
     rows_consts = dict(HAS_W=has_w, WANT_DX=want_dx, WANT_DW=want_dw, WANT_DB=want_db, ACC=acc,
                        ONE_PASS=one_pass, STAGES=stages, BLOCK_M=block_m,
                        BLOCK_N=block_n, PDL_NEXT=pdl, BLOCK_N2=block_n2, num_warps=warps)
-    red_c = max(2, min(_pow2(N), _LNB_REDUCER_COLS))
-    # Triton's interpreter runs one program after another: only the last may wait for others
-    reducers = 1 if _SEQUENTIAL_PROGRAMS else min(_cdiv(N, red_c), programs, max(1, target // 4))
-    rows_consts.update(REDUCERS=reducers if fused else 0, SUM_N=red_c,
-                       SUM_P=max(2, min(_pow2(programs), _LNB_REDUCER_ROWS)),
-                       FENCE=not _SEQUENTIAL_PROGRAMS)
     parts = programs if M > 0 else 0  # M == 0: the sums are zeros
     # one loop step over all partial rows where they fit: the loads of a step are all in flight
     block_c = max(2, min(_pow2(N), 32 if small else _LNB_SUM_COLS))
     block_p = max(2, min(_pow2(parts), 16 if small else _LNB_SUM_ROWS))
-    sum_launch = _colsum[(_cdiv(N, block_c),)] if sums and not fused else None
+    sum_launch = _colsum[(_cdiv(N, block_c),)] if sums else None
     sum_consts = dict(WANT_DW=want_dw, WANT_DB=want_db, ACC=acc, BLOCK_P=block_p,
                       BLOCK_N=block_c, num_warps=4 if small else _LNB_SUM_WARPS)
     work_numel = max(1, 2 * parts * N)
@@ -603,8 +512,7 @@ def _layer_norm_backward_plan(input, normalized_shape, weight, bias, output_mask
         if rows_launch is not None:
             rows_launch(grad_out.contiguous(), x, weight.contiguous() if has_w else x,
                         mean.contiguous(), rstd.contiguous(), x if dx is None else dx, part,
-                        M, N, rpp, part if dw is None else dw, part if db is None else db,
-                        _sync_counters(device) if fused else part, **rows_consts)
+                        M, N, rpp, **rows_consts)
         if sum_launch is not None:
             sum_launch(part, part if dw is None else dw, part if db is None else db, parts, N,
                        **sum_consts, **_pdl_launch(pdl))
@@ -1491,8 +1399,7 @@ _LN_PLAN = (
     "Plan: rows of N = prod(normalized_shape) elements, BLOCK_M rows per program; a row that fits "
     "one tile is loaded once (two-pass mean/variance in registers), a longer one takes a pass of "
     "shifted sums and a writing pass. The backward writes grad_input per row and per-program "
-    "partial column sums for grad_weight/grad_bias, reduced in a fixed order by the grid's last "
-    "programs. "
+    "partial column sums for grad_weight/grad_bias, reduced in a fixed order by a second kernel. "
     "Arithmetic is fp32 (fp64 for fp64)."
 )
 _BN_PLAN = (
