@@ -116,3 +116,37 @@ def test_few_index_path_repeats_eager_on_skewed_indices(
     as CUDA eager's feature kernel, however many chunks name a row."""
     got, want = _run(rows, cols, weights, dtype, zipf, pad, tmp_path, 1)[3:]
     assert torch.equal(got, want)
+
+
+def test_sorted_path_zeros_unnamed_rows_of_reused_memory_on_any_stream(tmp_path) -> None:
+    """The sorted path zeroes the rows no index names on the caller's stream while its sort and
+    sums run on a stream beside it (`_EMBED_FILL_BESIDE`). Its output then comes from freed
+    memory full of NaN (the caching allocator hands the same block back), on the default
+    stream, on another stream and in a CUDA graph: every unnamed row must be zero, every named
+    row eager's (a join or fork in the wrong place shows as stale NaN rows, or as rows the
+    zeros overwrote)."""
+    rows, cols, weights, dtype = 8192, 768, 50257, torch.bfloat16
+    kernel, grad, index, first, want = _run(rows, cols, weights, dtype, 0.0, -1, tmp_path, 4)
+    assert torch.equal(first, want)
+    outs = []
+    for where in ("default", "side", "graph"):
+        junk = torch.full((weights, cols), float("nan"), dtype=dtype, device="cuda")
+        del junk  # its block goes to the kernel's output next
+        if where == "default":
+            outs.append(kernel(grad, index, weights, -1, False))
+        elif where == "side":
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                outs.append(kernel(grad, index, weights, -1, False))
+            torch.cuda.current_stream().wait_stream(stream)
+        else:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = kernel(grad, index, weights, -1, False)
+            out.fill_(float("nan"))
+            graph.replay()
+            outs.append(out)
+    torch.cuda.synchronize()
+    for where, got in zip(("default", "side", "graph"), outs, strict=True):
+        assert torch.equal(got, want), where
