@@ -119,12 +119,11 @@ def test_few_index_path_repeats_eager_on_skewed_indices(
 
 
 def test_sorted_path_zeros_unnamed_rows_of_reused_memory_on_any_stream(tmp_path) -> None:
-    """The sorted path zeroes the rows no index names on the caller's stream while its sort and
-    sums run on a stream beside it (`_EMBED_FILL_BESIDE`). Its output then comes from freed
-    memory full of NaN (the caching allocator hands the same block back), on the default
-    stream, on another stream and in a CUDA graph: every unnamed row must be zero, every named
-    row eager's (a join or fork in the wrong place shows as stale NaN rows, or as rows the
-    zeros overwrote)."""
+    """The sorted path zeroes only the rows no index names (the others are written by its sums),
+    so its output must not depend on what the memory held. Here it comes from freed memory
+    full of NaN (the caching allocator hands the same block back), on the default stream, on
+    another stream and in a CUDA graph: every unnamed row zero, every named row eager's. (An
+    attempt to zero those rows on a second stream, BENCHMARKS §30, once left them stale.)"""
     rows, cols, weights, dtype = 8192, 768, 50257, torch.bfloat16
     kernel, grad, index, first, want = _run(rows, cols, weights, dtype, 0.0, -1, tmp_path, 4)
     assert torch.equal(first, want)

@@ -1635,18 +1635,10 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
             gf = g.to(tl.float32)
             bad = (gf != gf) | (tl.abs(gf) == float("inf"))
             sums = _embed_run_sums(same, tl.where(bad, 0, g), TC)
-            # one product counts each run's NaN, +inf and -inf grads at once, as codes 1, 2**7
-            # and 2**14 (exact in f16; fewer than 128 of each kind in a tile, so the fp32 sums
-            # are exact): three products held three [T, BLOCK_C] fp32 results (sm_90,
-            # uncapped: bf16 grads 171 -> 144 registers, f32 218 -> 178)
-            tl.static_assert(T < 128)
-            code = tl.where(gf != gf, 1.0, tl.where(gf == float("inf"), 128.0,
-                            tl.where(gf == -float("inf"), 16384.0, 0.0)))
-            kinds = tl.dot(same.to(tl.float16), code.to(tl.float16),
-                           out_dtype=tl.float32).to(tl.int32)
-            nan = (kinds & 127) != 0
-            pos = (kinds & 16256) != 0
-            neg = kinds >= 16384
+            one = same.to(tl.float16)
+            nan = tl.dot(one, (gf != gf).to(tl.float16), out_dtype=tl.float32) > 0
+            pos = tl.dot(one, (gf == float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
+            neg = tl.dot(one, (gf == -float("inf")).to(tl.float16), out_dtype=tl.float32) > 0
             sums = tl.where(pos, float("inf"), sums)
             sums = tl.where(neg, -float("inf"), sums)
             sums = tl.where(nan | (pos & neg), float("nan"), sums)
@@ -1742,25 +1734,10 @@ _EMBED_ZERO_TILE = 4096
 # 76.7/61.4. (Zeroing those rows in the segment kernel's launch instead, interleaved with its
 # tiles: 111.7 / 87.2 us; its programs are sized for the tiles' matrix products.)
 _EMBED_ZERO_ROWS = 1
-# on CUDA, those zeros (their programs of the rank kernel) run on the caller's stream while the
-# scan, the ranks, the segment sums and the fix run on a stream of high priority beside them
-# (the zeros need only the counts; the rows the others write are the named ones)
-_EMBED_FILL_BESIDE = True
 
 
 def _embed_zero_tile():
     return 256 if _INTERPRET else _EMBED_ZERO_TILE
-
-
-_CHAIN_STREAMS = {}  # device index -> the high-priority stream of `_EMBED_FILL_BESIDE`
-
-
-def _chain_stream(device):
-    stream = _CHAIN_STREAMS.get(device.index)
-    if stream is None:
-        high = torch.cuda.Stream.priority_range()[1]  # (low, high): lower numbers run first
-        stream = _CHAIN_STREAMS[device.index] = torch.cuda.Stream(device, priority=high)
-    return stream
 
 
 def _flat_stride(shape, strides):
@@ -1787,51 +1764,35 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     cnt = torch.zeros((num_weights + 1,), dtype=torch.int32, device=device)
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
-    tile = max(16, _EMBED_SEG_ROWS)
-    bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
-    grid = (_cdiv(R, tile), _cdiv(D, bc))
-    part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
     block = max(32, min(_pow2(R), _EMBED_COUNT_BLOCK))
     _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, R, num_weights, padding_idx,
                                                  *geometry[:7], BLOCK=block, num_warps=4)
+    scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
+    _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](cnt, start, num_weights + 1, BLOCK=scan,
+                                                        STEP=4 * scan if _INTERPRET else
+                                                        _EMBED_SCAN_STEP,
+                                                        num_warps=_EMBED_SCAN_WARPS)
     rows = _EMBED_RANK_ROWS
     ranks, zb = _cdiv(R, rows), _embed_zero_tile()
     zc = min(_pow2(D), zb // 4)
     zr = zb // zc  # rows per zero program of `_embed_zero_rows`
     nz = _cdiv(num_weights, zr) if _EMBED_ZERO_ROWS else _cdiv(out.numel(), zb)
-    rank_args = (indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt)
-    rank_consts = dict(ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb,
-                       ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, num_warps=4)
-    def rest(nz):
-        """Scan, rank (with `nz` zero programs), segment sums and fix."""
-        scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
-        _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](
-            cnt, start, num_weights + 1, BLOCK=scan,
-            STEP=4 * scan if _INTERPRET else _EMBED_SCAN_STEP, num_warps=_EMBED_SCAN_WARPS)
-        _embed_rank_kernel[(ranks + nz,)](*rank_args, ranks, out.numel(), D, **rank_consts)
-        steps = max(1, min(_EMBED_SEG_COL_STEPS, grid[1]))
-        _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
-            grad_output, order, out, part, R, D, num_weights, *geometry[:3], *geometry[7:],
-            T=tile, BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS),
-            COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS,
-            **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
-        _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
-                                num_warps=4)
-
-    if _EMBED_FILL_BESIDE and _EMBED_ZERO_ROWS and device.type == "cuda":
-        # the zeros of the rows no index names need only the counts: they run on the caller's
-        # stream while the rest runs beside them on a stream of high priority, which waits
-        # for the counts here and which the caller waits for before anything after this op
-        # (the buffers, allocated on the caller's stream, are freed after that wait: their
-        # blocks go only to work ordered after the whole chain)
-        caller, side = torch.cuda.current_stream(device), _chain_stream(device)
-        side.wait_stream(caller)
-        _embed_rank_kernel[(nz,)](*rank_args, 0, out.numel(), D, **rank_consts)
-        with torch.cuda.stream(side):
-            rest(0)
-        caller.wait_stream(side)
-    else:
-        rest(nz)
+    _embed_rank_kernel[(ranks + nz,)](
+        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, ranks,
+        out.numel(), D, ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb,
+        ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, num_warps=4)
+    tile = max(16, _EMBED_SEG_ROWS)
+    bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
+    grid = (_cdiv(R, tile), _cdiv(D, bc))
+    steps = max(1, min(_EMBED_SEG_COL_STEPS, grid[1]))
+    part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
+    _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
+        grad_output, order, out, part, R, D, num_weights, *geometry[:3], *geometry[7:], T=tile,
+        BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps,
+        STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS,
+        **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
+    _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
+                            num_warps=4)
     return out
 
 
