@@ -497,6 +497,44 @@ def test_embedding_backward_sorted_path_sums_in_fp32_whatever_the_skew(
     assert not got[~named].any()  # weight rows no index names stay zero
 
 
+class _PoisonedTorch:
+    """The kernel module's `torch`, whose `empty` hands out memory full of junk (NaN for floats,
+    -7 for integers): on the CPU a fresh block often holds zeros, which would hide an output
+    element the kernels never write."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def empty(*args, **kwargs):
+        t = torch.empty(*args, **kwargs)
+        return t.fill_(float("nan") if t.is_floating_point() else -7)
+
+
+@pytest.mark.parametrize("seg_zero_rows", [0, 16, 2])
+@pytest.mark.parametrize("weights", [3, 20, 5000])
+def test_embedding_backward_sorted_path_writes_every_output_row(weights, seg_zero_rows) -> None:
+    """Rows no index names are zeroed by the rank kernel's extra programs (`_EMBED_SEG_ZERO_ROWS`
+    0) or by the segment kernel's tiles, each over the rows from its first key to the next
+    tile's (tile 0 from row 0, the last up to the last row; 16 and 2 rows per store): on junk
+    memory every row must come out as eager's, whether the indices leave most rows unnamed
+    (5000 weight rows: the last tile's range is long) or name every row (3)."""
+    gen = torch.Generator().manual_seed(5)
+    grad = torch.randn(300, 24, generator=gen)
+    index = torch.randint(0, weights, (300,), generator=gen)
+    index[40:80] = 1  # a weight row across tiles
+    with tempfile.TemporaryDirectory() as tmp:
+        kernel = _embedding_backward_kernel(tmp)
+        module = sys.modules[kernel.__module__]
+        module._EAGER_FEATURE_MAX = 100
+        module._EMBED_SEG_ROWS = 16
+        module._EMBED_SEG_ZERO_ROWS = seg_zero_rows
+        module.torch = _PoisonedTorch()
+        got = kernel(grad, index, weights, 0, False)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, 0, False)
+    assert compare("embedding_dense_backward", got, want) == []
+
+
 def test_embedding_backward_sorted_path_compiles_for_an_sm90_gpu() -> None:
     """3200 indices (past eager's feature range): the count, scan, rank, segment and fix-up
     kernels, which the suite's small CPU cases never launch."""
