@@ -511,14 +511,12 @@ class _PoisonedTorch:
         return t.fill_(float("nan") if t.is_floating_point() else -7)
 
 
-@pytest.mark.parametrize("seg_zero_rows", [0, 16, 2])
 @pytest.mark.parametrize("weights", [3, 20, 5000])
-def test_embedding_backward_sorted_path_writes_every_output_row(weights, seg_zero_rows) -> None:
-    """Rows no index names are zeroed by the rank kernel's extra programs (`_EMBED_SEG_ZERO_ROWS`
-    0) or by the segment kernel's tiles, each over the rows from its first key to the next
-    tile's (tile 0 from row 0, the last up to the last row; 16 and 2 rows per store): on junk
-    memory every row must come out as eager's, whether the indices leave most rows unnamed
-    (5000 weight rows: the last tile's range is long) or name every row (3)."""
+def test_embedding_backward_sorted_path_writes_every_output_row(weights) -> None:
+    """Only the rows no index names are zeroed (by the rank kernel's extra programs); the
+    others are written by the sums, and the scan, ranks and partial sums fill buffers from
+    `torch.empty` too: on junk memory every row must come out as eager's, whether the indices
+    leave most rows unnamed (5000 weight rows) or name every row (3)."""
     gen = torch.Generator().manual_seed(5)
     grad = torch.randn(300, 24, generator=gen)
     index = torch.randint(0, weights, (300,), generator=gen)
@@ -528,7 +526,6 @@ def test_embedding_backward_sorted_path_writes_every_output_row(weights, seg_zer
         module = sys.modules[kernel.__module__]
         module._EAGER_FEATURE_MAX = 100
         module._EMBED_SEG_ROWS = 16
-        module._EMBED_SEG_ZERO_ROWS = seg_zero_rows
         module.torch = _PoisonedTorch()
         got = kernel(grad, index, weights, 0, False)
     want = torch.ops.aten.embedding_dense_backward(grad, index, weights, 0, False)

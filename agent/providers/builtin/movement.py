@@ -1583,9 +1583,8 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 
 @triton.jit
 def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0, SG1, SG2,
-                      SG3, SGD, cnt_ptr, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
-                      CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr,
-                      ZR: tl.constexpr = 0):
+                      SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
+                      CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
     row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
@@ -1596,9 +1595,7 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
     took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
     A program does COL_STEPS column blocks in turn (STAGES of them in flight), its positions'
-    keys and rows loaded once. ZR > 0: it also zeroes, ZR rows at a time, the weight rows no
-    index names from its tile's first key up to the next tile's (tile 0 from row 0, the last
-    up to NW): every unnamed row lies in one tile's range, so the output is written once."""
+    keys and rows loaded once."""
     DT: tl.constexpr = out_ptr.dtype.element_ty
     t = tl.program_id(0)
     p = t * T + tl.arange(0, T)
@@ -1649,19 +1646,6 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
                  mask=done[:, None] & col_ok[None, :])
         tl.store(part_ptr + slot[:, None] * D + cols[None, :], sums,
                  mask=(end & (cont | before))[:, None] & col_ok[None, :])
-    if ZR > 0:
-        lo = tl.where(t == 0, 0, first)
-        after = tl.load(order_ptr + R + tl.minimum((t + 1) * T, R - 1))
-        hi = tl.where((t + 1) * T < R, tl.minimum(after, NW), NW)
-        for r0 in range(lo, hi, ZR):
-            rows = r0 + tl.arange(0, ZR)
-            ok = rows < hi
-            idle = ok & (tl.load(cnt_ptr + rows, mask=ok, other=1) == 0)
-            for z in tl.static_range(COL_STEPS):
-                zcols = (tl.program_id(1).to(tl.int64) * COL_STEPS + z) * BLOCK_C + tl.arange(
-                    0, BLOCK_C)
-                tl.store(out_ptr + rows.to(tl.int64)[:, None] * D + zcols[None, :],
-                         tl.zeros([ZR, BLOCK_C], DT), mask=idle[:, None] & (zcols < D)[None, :])
 
 
 @triton.jit
@@ -1750,10 +1734,6 @@ _EMBED_ZERO_TILE = 4096
 # 76.7/61.4. (Zeroing those rows in the segment kernel's launch instead, interleaved with its
 # tiles: 111.7 / 87.2 us; its programs are sized for the tiles' matrix products.)
 _EMBED_ZERO_ROWS = 1
-# > 0: those zeros come from the segment kernel instead, this many rows per store, each tile
-# zeroing the unnamed rows between its first key and the next tile's (no zero programs in the
-# rank kernel: the zeros are written while the sums' loads are in flight)
-_EMBED_SEG_ZERO_ROWS = 16
 
 
 def _embed_zero_tile():
@@ -1797,9 +1777,6 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     zc = min(_pow2(D), zb // 4)
     zr = zb // zc  # rows per zero program of `_embed_zero_rows`
     nz = _cdiv(num_weights, zr) if _EMBED_ZERO_ROWS else _cdiv(out.numel(), zb)
-    seg_zr = _pow2(_EMBED_SEG_ZERO_ROWS) if _EMBED_ZERO_ROWS and _EMBED_SEG_ZERO_ROWS else 0
-    if seg_zr:
-        nz = 0
     _embed_rank_kernel[(ranks + nz,)](
         indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, ranks,
         out.numel(), D, ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb,
@@ -1810,9 +1787,9 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     steps = max(1, min(_EMBED_SEG_COL_STEPS, grid[1]))
     part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
     _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
-        grad_output, order, out, part, R, D, num_weights, *geometry[:3], *geometry[7:], cnt,
-        T=tile, BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS),
-        COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES, ZR=seg_zr, num_warps=_EMBED_SEG_WARPS,
+        grad_output, order, out, part, R, D, num_weights, *geometry[:3], *geometry[7:], T=tile,
+        BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps,
+        STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS,
         **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
     _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
                             num_warps=4)
