@@ -127,25 +127,24 @@ def test_sorted_path_zeros_unnamed_rows_of_reused_memory_on_any_stream(tmp_path)
     rows, cols, weights, dtype = 8192, 768, 50257, torch.bfloat16
     kernel, grad, index, first, want = _run(rows, cols, weights, dtype, 0.0, -1, tmp_path, 4)
     assert torch.equal(first, want)
-    outs = []
-    for where in ("default", "side", "graph"):
+
+    def on_junk():  # the caching allocator keeps a pool per stream: junk on the current one
         junk = torch.full((weights, cols), float("nan"), dtype=dtype, device="cuda")
         del junk  # its block goes to the kernel's output next
-        if where == "default":
-            outs.append(kernel(grad, index, weights, -1, False))
-        elif where == "side":
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                outs.append(kernel(grad, index, weights, -1, False))
-            torch.cuda.current_stream().wait_stream(stream)
-        else:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = kernel(grad, index, weights, -1, False)
-            out.fill_(float("nan"))
-            graph.replay()
-            outs.append(out)
+        return kernel(grad, index, weights, -1, False)
+
+    outs = [on_junk()]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        outs.append(on_junk())
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # (its own pool: the output is filled with NaN below)
+        out = kernel(grad, index, weights, -1, False)
+    out.fill_(float("nan"))
+    graph.replay()
+    outs.append(out)
     torch.cuda.synchronize()
     for where, got in zip(("default", "side", "graph"), outs, strict=True):
         assert torch.equal(got, want), where
