@@ -35,6 +35,8 @@ How the generated kernels work:
   kernel whose repeated calls disagree); rows equal to padding_idx skipped, optionally scaled
   by 1/count; one pass converts to the output dtype. NaN/inf grads and fp64 take float atomic
   adds there.
+  On sm_90+ the kernels after the first of the few-index and sorted paths are programmatic
+  dependent launches (each launched while the one before it finishes).
 Offsets are int64 (int32 in the flat map kernel where they fit); index tensors are read as int64.
 """
 
@@ -1307,13 +1309,15 @@ def _embed_zero_block(out_ptr, b, N, ZB: tl.constexpr):
 @triton.jit
 def _embed_link_kernel(idx_ptr, link_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3,
                        zero_ptr, NLINK, NZERO, CHUNK: tl.constexpr, ROWS: tl.constexpr,
-                       BLOCK_Q: tl.constexpr, ZB: tl.constexpr):
-    """Programs NLINK and on zero the output (`_embed_zero_block`); the others link rows."""
+                       BLOCK_Q: tl.constexpr, ZB: tl.constexpr, PDL_NEXT: tl.constexpr):
+    """Programs NLINK and on zero the output (`_embed_zero_block`); the others link rows.
+    PDL_NEXT: the term kernel's launch may start once every program has done its work."""
     if tl.program_id(0) >= NLINK:
         _embed_zero_block(zero_ptr, tl.program_id(0) - NLINK, NZERO, ZB)
     else:
         _embed_link_rows(idx_ptr, link_ptr, R, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3,
                          CHUNK, ROWS, BLOCK_Q)
+    _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
@@ -1403,12 +1407,14 @@ def _embed_chain_term(g_ptr, idx_ptr, link_ptr, k, on, cols, col_ok, R, I1, I2, 
 @triton.jit
 def _embed_term_kernel(g_ptr, idx_ptr, link_ptr, term_ptr, R, D,
                        I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                       CHUNK: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+                       CHUNK: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+                       PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Step 2: the terms of the leaders with peers (link[3R + r]), all at once, into
     term[r, :] in the output dtype, so that the fold (step 3) only adds finished terms. Summed
     in the fold itself, a weight row named in most chunks (skewed indices, as token streams
     are) walked its chunks' peers hop after hop: H200, 1024 Zipf(1.1) indices, 250-270 us
-    against eager's 43-69 (BENCHMARKS §21)."""
+    against eager's 43-69 (BENCHMARKS §21). PDL_WAIT / PDL_NEXT: dependent launches."""
+    _pdl_enter(PDL_WAIT, False)
     DT: tl.constexpr = term_ptr.dtype.element_ty
     r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -1419,6 +1425,7 @@ def _embed_term_kernel(g_ptr, idx_ptr, link_ptr, term_ptr, R, D,
                               SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, CHUNK, DT)
         tl.store(term_ptr + r[:, None] * D + cols[None, :], t.to(DT),
                  mask=on[:, None] & col_ok[None, :])
+    _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
@@ -1439,13 +1446,14 @@ def _embed_leader_term(g_ptr, link_ptr, term_ptr, k, on, cols, col_ok, R, D, I1,
 @triton.jit
 def _embed_fold_kernel(g_ptr, link_ptr, term_ptr, out_ptr, R, D,
                        I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                       BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+                       BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, PDL_WAIT: tl.constexpr):
     """Step 3: each chain's head walks its leaders in index order and adds their terms
     (`_embed_leader_term`), rounded to the output dtype at every step, as eager adds chunk
     after chunk (out[w] = dtype(out[w] + term)).
     The output is zero-filled before, by the link kernel's extra programs (a fold over all
     weight rows that wrote their zeros too took 93 us against 39 + 26 for [4, 2048, 2048] grads
     into 32000 rows on the H200: its programs wait on chains of dependent loads)."""
+    _pdl_enter(PDL_WAIT, False)
     DT: tl.constexpr = out_ptr.dtype.element_ty
     r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -1469,10 +1477,11 @@ def _embed_fold_kernel(g_ptr, link_ptr, term_ptr, out_ptr, R, D,
 
 @triton.jit
 def _embed_sort_count_kernel(idx_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1, SI2,
-                             SI3, BLOCK: tl.constexpr):
+                             SI3, BLOCK: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Sorted path, step 1: cnt[key] += 1 per index (integer atomics: the same counts in any
     order). A row's key is its weight row, or NW when it is padding_idx (sorted last, summed
-    into nothing)."""
+    into nothing). PDL_NEXT: the scan's launch may start at once (it waits for the counts)."""
+    _pdl_enter(False, PDL_NEXT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = rows < R
     ioff, _ = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
@@ -1482,10 +1491,13 @@ def _embed_sort_count_kernel(idx_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, S
 
 
 @triton.jit
-def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr):
+def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr,
+                       PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Step 2: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]; program b writes its
     BLOCK starts after summing every count before its block itself (STEP at a time: a few
-    steps for a vocabulary of 50k; one program scanning all blocks in turn took 10.6 us)."""
+    steps for a vocabulary of 50k; one program scanning all blocks in turn took 10.6 us).
+    PDL_WAIT / PDL_NEXT: `_embed_sorted`'s dependent launches."""
+    _pdl_enter(PDL_WAIT, PDL_NEXT)
     b0 = tl.program_id(0) * BLOCK
     before = tl.zeros([STEP], tl.int32)
     for s0 in range(0, b0, STEP):
@@ -1501,9 +1513,12 @@ def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.cons
 def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
                        SI2, SI3, zero_ptr, cnt_ptr, NRANK, NZERO, D, ROWS: tl.constexpr,
                        BLOCK_Q: tl.constexpr, ZB: tl.constexpr, ZR: tl.constexpr,
-                       ZC: tl.constexpr):
+                       ZC: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Programs NRANK and on zero the output (`_embed_zero_block`), or with ZR > 0 its rows
-    that no index names (`_embed_zero_rows`); the others rank rows."""
+    that no index names (`_embed_zero_rows`); the others rank rows. The segment kernel's
+    launch may start (PDL_NEXT) once every program has done its work: a grid of many waves
+    whose dependents started early would have them waiting in slots its own programs need."""
+    _pdl_enter(PDL_WAIT, False)
     if tl.program_id(0) >= NRANK:
         if ZR > 0:
             _embed_zero_rows(zero_ptr, cnt_ptr, tl.program_id(0) - NRANK, NW, D, ZR, ZC)
@@ -1512,6 +1527,7 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
     else:
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
                          SI1, SI2, SI3, ROWS, BLOCK_Q)
+    _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
@@ -1584,7 +1600,8 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 @triton.jit
 def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0, SG1, SG2,
                       SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
-                      CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr):
+                      CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr,
+                      PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
     row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
@@ -1595,7 +1612,8 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
     took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
     A program does COL_STEPS column blocks in turn (STAGES of them in flight), its positions'
-    keys and rows loaded once."""
+    keys and rows loaded once. PDL_WAIT / PDL_NEXT as in `_embed_rank_kernel`."""
+    _pdl_enter(PDL_WAIT, False)
     DT: tl.constexpr = out_ptr.dtype.element_ty
     t = tl.program_id(0)
     p = t * T + tl.arange(0, T)
@@ -1646,13 +1664,15 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
                  mask=done[:, None] & col_ok[None, :])
         tl.store(part_ptr + slot[:, None] * D + cols[None, :], sums,
                  mask=(end & (cont | before))[:, None] & col_ok[None, :])
+    _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
 def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, T: tl.constexpr,
-                      BLOCK_C: tl.constexpr):
+                      BLOCK_C: tl.constexpr, PDL_WAIT: tl.constexpr):
     """Step 5: a weight row whose rows begin in an earlier tile and end in this one: the
     partial sums of its tiles, in tile order, then this tile's part; stored rounded once."""
+    _pdl_enter(PDL_WAIT, False)
     t = tl.program_id(0)
     first = tl.load(order_ptr + R + t * T)
     before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(t * T - 1, 0)) == first)
@@ -1734,6 +1754,12 @@ _EMBED_ZERO_TILE = 4096
 # 76.7/61.4. (Zeroing those rows in the segment kernel's launch instead, interleaved with its
 # tiles: 111.7 / 87.2 us; its programs are sized for the tiles' matrix products.)
 _EMBED_ZERO_ROWS = 1
+# the kernels after the first of the few-index path (term, fold) and of the sorted path (scan,
+# rank, segment, fix) as programmatic dependent launches (sm_90+), each launched while the one
+# before it finishes, every program of a many-wave grid letting it start once its own work is
+# done. H200, whole op, off / on (BENCHMARKS §32): [4,2048,2048] bf16 into 32000 rows 79.0 /
+# 74.0 us, [8,1024,768] bf16 55.4 / 49.0, [8,512,768] f32 53.6 / 48.6; Zipf 1.1 83.3 / 78.6
+_EMBED_PDL = True
 
 
 def _embed_zero_tile():
@@ -1765,13 +1791,16 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
     block = max(32, min(_pow2(R), _EMBED_COUNT_BLOCK))
+    pdl = bool(_EMBED_PDL and _pdl_ok(device))
     _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, R, num_weights, padding_idx,
-                                                 *geometry[:7], BLOCK=block, num_warps=4)
+                                                 *geometry[:7], BLOCK=block, PDL_NEXT=pdl,
+                                                 num_warps=4)
     scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
     _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](cnt, start, num_weights + 1, BLOCK=scan,
                                                         STEP=4 * scan if _INTERPRET else
-                                                        _EMBED_SCAN_STEP,
-                                                        num_warps=_EMBED_SCAN_WARPS)
+                                                        _EMBED_SCAN_STEP, PDL_NEXT=pdl,
+                                                        num_warps=_EMBED_SCAN_WARPS,
+                                                        **_pdl_launch(pdl))
     rows = _EMBED_RANK_ROWS
     ranks, zb = _cdiv(R, rows), _embed_zero_tile()
     zc = min(_pow2(D), zb // 4)
@@ -1780,7 +1809,8 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     _embed_rank_kernel[(ranks + nz,)](
         indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, ranks,
         out.numel(), D, ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb,
-        ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, num_warps=4)
+        ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, PDL_NEXT=pdl, num_warps=4,
+        **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     grid = (_cdiv(R, tile), _cdiv(D, bc))
@@ -1789,10 +1819,10 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
         grad_output, order, out, part, R, D, num_weights, *geometry[:3], *geometry[7:], T=tile,
         BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps,
-        STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS,
+        STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS, PDL_NEXT=pdl, **_pdl_launch(pdl),
         **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
     _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
-                            num_warps=4)
+                            num_warps=4, **_pdl_launch(pdl))
     return out
 
 
@@ -1832,15 +1862,18 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
         term = torch.empty((R, D), dtype=dtype, device=device)  # rows of leaders with peers
         rows = _EMBED_LINK_ROWS
         links, zb = _cdiv(R, rows), _embed_zero_tile()
+        pdl = bool(_EMBED_PDL and _pdl_ok(device))
         _embed_link_kernel[(links + _cdiv(out.numel(), zb),)](
             indices, link, R, padding_idx, *geometry[:7], out, links, out.numel(), CHUNK=32,
-            ROWS=rows, BLOCK_Q=_EMBED_LINK_TILE, ZB=zb, num_warps=_EMBED_LINK_WARPS)
+            ROWS=rows, BLOCK_Q=_EMBED_LINK_TILE, ZB=zb, PDL_NEXT=pdl,
+            num_warps=_EMBED_LINK_WARPS)
         bc = max(16, min(_pow2(D), 128))
         grid = (_cdiv(R, 16), _cdiv(D, bc))
         _embed_term_kernel[grid](grad_output, indices, link, term, R, D, *geometry, CHUNK=32,
-                                 BLOCK_R=16, BLOCK_C=bc, num_warps=4)
+                                 BLOCK_R=16, BLOCK_C=bc, PDL_NEXT=pdl, num_warps=4,
+                                 **_pdl_launch(pdl))
         _embed_fold_kernel[grid](grad_output, link, term, out, R, D, *geometry, BLOCK_R=16,
-                                 BLOCK_C=bc, num_warps=4)
+                                 BLOCK_C=bc, num_warps=4, **_pdl_launch(pdl))
         return out
     if plain and R <= _EMBED_SORT_MAX:
         return _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry)
@@ -1945,7 +1978,7 @@ _SPECS: dict[str, _Spec] = {
     ),
     "embedding_dense_backward.default": _Spec(
         "embedding weight gradient: grad rows summed per index",
-        (MAP_SOURCE, EMBED_SOURCE),
+        (MAP_SOURCE, codegen.PDL_SOURCE, EMBED_SOURCE),
         "def _op(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):\n"
         "    return _embedding_dense_backward(grad_output, indices, num_weights, padding_idx,\n"
         "                                     scale_grad_by_freq)",
