@@ -10,6 +10,8 @@ where eager has them, on uniform and on Zipf-distributed (token-stream-like) ind
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from kernel_loading import load_kernel
@@ -148,3 +150,26 @@ def test_sorted_path_zeros_unnamed_rows_of_reused_memory_on_any_stream(tmp_path)
     torch.cuda.synchronize()
     for where, got in zip(("default", "side", "graph"), outs, strict=True):
         assert torch.equal(got, want), where
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "weights", "dtype", "zipf", "pad"), [_CASES[0], _CASES[2], _FEW[1]]
+)
+def test_dependent_launches_give_the_bits_of_launches_in_turn(
+    rows, cols, weights, dtype, zipf, pad, tmp_path
+) -> None:
+    """With `_EMBED_PDL` each kernel after a chain's first is launched while the one before it
+    finishes and waits on the device for its results; a kernel that read too early would race.
+    The same bits as the kernels launched one after another, on every one of five calls."""
+    kernel, grad, index, got, _ = _run(rows, cols, weights, dtype, zipf, pad, tmp_path, 5)
+    module = sys.modules[kernel.__module__]
+    assert module._EMBED_PDL and module._pdl_ok(grad.device)
+    module._EMBED_PDL = False
+    try:
+        serial = kernel(grad, index, weights, pad, False)
+    finally:
+        module._EMBED_PDL = True
+    bits = _BITS[dtype]
+    assert torch.equal(got.view(bits), serial.view(bits))
+    for _ in range(5):
+        assert torch.equal(kernel(grad, index, weights, pad, False).view(bits), serial.view(bits))
