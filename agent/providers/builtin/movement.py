@@ -1781,9 +1781,9 @@ def _flat_stride(shape, strides):
     return 0 if s is None else s
 
 
-def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
+def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl):
     """The sorted path (`_EMBED_SORT_MAX`): count, scan, rank and place, segmented sums, and
-    the sums of weight rows whose rows span tiles."""
+    the sums of weight rows whose rows span tiles (pdl: `_EMBED_PDL`'s dependent launches)."""
     R, D = indices.numel(), grad_output.shape[-1]
     dtype, device = grad_output.dtype, grad_output.device
     out = torch.empty((num_weights, D), dtype=dtype, device=device)  # see _EMBED_ZERO_ROWS
@@ -1791,7 +1791,6 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry):
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
     block = max(32, min(_pow2(R), _EMBED_COUNT_BLOCK))
-    pdl = bool(_EMBED_PDL and _pdl_ok(device))
     _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, R, num_weights, padding_idx,
                                                  *geometry[:7], BLOCK=block, PDL_NEXT=pdl,
                                                  num_warps=4)
@@ -1856,13 +1855,13 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
         _embed_count_kernel[(_cdiv(R, block),)](indices, cnt, R, *geometry[:7],
                                                 BLOCK=block, num_warps=warps)
     plain = not scale_grad_by_freq and dtype != torch.float64
+    pdl = bool(_EMBED_PDL and _pdl_ok(device))
     if plain and R <= _EAGER_FEATURE_MAX:
         out = torch.empty((num_weights, D), dtype=dtype, device=device)  # zeroed by the links
         link = torch.empty((4 * R,), dtype=torch.int64, device=device)
         term = torch.empty((R, D), dtype=dtype, device=device)  # rows of leaders with peers
         rows = _EMBED_LINK_ROWS
         links, zb = _cdiv(R, rows), _embed_zero_tile()
-        pdl = bool(_EMBED_PDL and _pdl_ok(device))
         _embed_link_kernel[(links + _cdiv(out.numel(), zb),)](
             indices, link, R, padding_idx, *geometry[:7], out, links, out.numel(), CHUNK=32,
             ROWS=rows, BLOCK_Q=_EMBED_LINK_TILE, ZB=zb, PDL_NEXT=pdl,
@@ -1876,7 +1875,7 @@ def _embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sc
                                  BLOCK_C=bc, num_warps=4, **_pdl_launch(pdl))
         return out
     if plain and R <= _EMBED_SORT_MAX:
-        return _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry)
+        return _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     block_r, block_c, warps = _tile2(R, D)
     ncb = _cdiv(D, block_c)
     grid = (_cdiv(R, block_r) * ncb,)
