@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from builtin_support import assert_compiles_for_sm90, load_kernel, run_generated
+from builtin_support import assert_compiles_for_sm90, load_kernel, run_generated, sm90_load_order
 
 from agent.providers.builtin import codegen, movement
 from agent.providers.builtin.request import KernelRequest
@@ -198,3 +198,25 @@ def test_flat_map_compiles_for_an_sm90_gpu() -> None:
     ]
     for start in range(0, len(jobs), len(batch)):  # one op per job list: results are per op
         assert_compiles_for_sm90(jobs[start : start + len(batch)])
+
+
+def test_padding_issues_every_gather_before_using_one() -> None:
+    """A fill applied by a select after each masked load made the warp wait a memory latency
+    per gather before issuing the next (12 of 16 loads read early for the torchbench pad
+    [32, 96, 112, 112] f16): the fill is the loads' `other`, rounded once to x's dtype.
+    Compiled for sm_90, the flat and tile kernels consume no load early, float and int fills."""
+    op = "constant_pad_nd.default"
+    texts = [
+        "((T([32, 96, 112, 112], f16), [0, 1, 0, 1], 0.0), {})",  # rows that wrap
+        "((T([32, 144, 56, 56], f16), [1, 2, 1, 2], 0.0), {})",
+        "((T([8, 1024], i64), [0, 1], -100.0), {})",
+        "((T([2, 3, 7, 9], f32), [-3, -2, -1, -1], 2.5), {})",
+        "((T([2, 3, 16, 16], f16), [8, 8, 0, 1], 0.5), {})",  # aligned rows
+        "((T([2, 3, 4, 5, 6], f32), [1, 1, 1, 1, 1, 1, 1, 1], 0.0), {})",  # the tile kernel
+    ]
+    cases = [parse_case(t) for t in texts]
+    seen = set()
+    for index, kernel, early, loads, *_resources in sm90_load_order([(op, _write(op, cases), cases)])[op]:
+        seen.add(kernel)
+        assert early == 0, (index, kernel, f"{early} of {loads} loads read early")
+    assert seen == {"_flat_kernel", "_map_kernel"}
