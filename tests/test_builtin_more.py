@@ -532,6 +532,59 @@ def test_embedding_backward_sorted_path_writes_every_output_row(weights) -> None
     assert compare("embedding_dense_backward", got, want) == []
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("distinct", [True, False])
+def test_embedding_backward_sorted_path_copies_rows_named_once(dtype, distinct) -> None:
+    """Weight rows named once are copied from their grad rows by copy programs of the rank
+    kernel's launch (`_EMBED_SINGLES`), only the others sorted and summed: with every index distinct nothing is sorted (no tile has work);
+    otherwise lone rows sit between runs. On junk memory the sums are fp32 sums rounded once
+    and the lone rows have the bits of the path that sorts every row: -0 grads come out +0
+    (0 + g), a NaN stays, the padding row named once stays zero."""
+    gen = torch.Generator().manual_seed(6)
+    grad = (torch.randn(300, 24, generator=gen) * 10).to(dtype)
+    if distinct:
+        index = torch.randperm(5000, generator=gen)[:300]
+    else:
+        index = torch.randint(0, 400, (300,), generator=gen)
+        index[50:70] = 7  # a run across tiles
+    lone = [i for i in range(300) if (index == index[i]).sum() == 1]
+    assert len(lone) > 20
+    grad[lone[0]] = -0.0
+    grad[lone[1], 3] = float("nan")
+    padding = int(index[lone[2]])
+    results = {}
+    for singles in (True, False):
+        with tempfile.TemporaryDirectory() as tmp:
+            kernel = _embedding_backward_kernel(tmp)
+            module = sys.modules[kernel.__module__]
+            module._EAGER_FEATURE_MAX = 100
+            module._EMBED_SEG_ROWS = 16
+            module._EMBED_SINGLES = singles
+            module.torch = _PoisonedTorch()
+            results[singles] = kernel(grad, index, 5000, padding, False)
+    got = results[True]
+    keep = (index != padding) & ~torch.isnan(grad).any(1)
+    exact = torch.zeros(5000, 24, dtype=torch.float64).index_add_(
+        0, index[keep], grad[keep].double()
+    )
+    size = torch.zeros(5000, 24, dtype=torch.float64).index_add_(
+        0, index[keep], grad[keep].double().abs()
+    )
+    # (CPU eager sums f16 in f16: the bound of one rounding and fp32 sums instead)
+    bound = torch.finfo(dtype).eps * exact.abs() + 300 * torch.finfo(torch.float32).eps * size
+    ok = (got.double() - exact).abs() <= bound
+    ok[int(index[lone[1]])] = True  # the NaN row: below
+    assert ok.all()
+    # lone rows keep the bits the sums give them (runs may split over other tiles, so their
+    # fp32 partial sums may round differently: both within the bound of the test above)
+    bits = torch.int32 if dtype == torch.float32 else torch.int16
+    rows = index[lone]
+    assert torch.equal(got[rows].view(bits), results[False][rows].view(bits))
+    assert not torch.signbit(got[int(index[lone[0]])]).any()
+    assert torch.isnan(got[int(index[lone[1]]), 3])
+    assert not got[padding].any()
+
+
 def test_embedding_backward_sorted_path_compiles_for_an_sm90_gpu() -> None:
     """3200 indices (past eager's feature range): the count, scan, rank, segment and fix-up
     kernels, which the suite's small CPU cases never launch."""

@@ -194,9 +194,9 @@ def _fill_of(value, fvalue, DT: tl.constexpr):
 def _load_filled(ptrs, inside, value, fvalue, DT: tl.constexpr):
     """x at ptrs where inside, the fill elsewhere, for an output of dtype DT. When x has that
     dtype the fill, rounded once to it, is the masked load's `other`; otherwise (a fill that
-    must not round through x's dtype) a select after the load. The select in every case cost
-    constant_pad_nd 6% on the H200 (f16 [32,96,112,112]: a fp32 select and a conversion per
-    element of a gather-bound walk)."""
+    must not round through x's dtype) a select after the load. A select after every load made
+    each thread wait for a gather before issuing the next (sm_90: 12 of 16 loads read early):
+    constant_pad_nd [32,96,112,112] f16 46.6 us against 44.0 on the H200 (BENCHMARKS §33)."""
     if ptrs.dtype.element_ty == DT:
         return tl.load(ptrs, mask=inside, other=_fill_of(value, fvalue, DT).to(DT))
     else:
@@ -1505,52 +1505,96 @@ def _embed_sort_count_kernel(idx_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, S
 
 
 @triton.jit
+def _embed_sorted_count(ptrs, mask, SINGLES: tl.constexpr):
+    """How many of a key's rows the sort places: all of them, or (SINGLES) none of a lone one."""
+    c = tl.load(ptrs, mask=mask, other=0)
+    if SINGLES:
+        c = tl.where(c >= 2, c, 0)
+    return c
+
+
+@triton.jit
 def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr,
-                       PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+                       SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Step 2: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]; program b writes its
     BLOCK starts after summing every count before its block itself (STEP at a time: a few
     steps for a vocabulary of 50k; one program scanning all blocks in turn took 10.6 us).
+    SINGLES: counts of 1 count as 0 (those rows are not sorted; start[N] is how many are).
     PDL_WAIT / PDL_NEXT: `_embed_sorted`'s dependent launches."""
     _pdl_enter(PDL_WAIT, PDL_NEXT)
     b0 = tl.program_id(0) * BLOCK
     before = tl.zeros([STEP], tl.int32)
     for s0 in range(0, b0, STEP):
         offs = s0 + tl.arange(0, STEP)
-        before += tl.load(cnt_ptr + offs, mask=offs < b0, other=0)
+        before += _embed_sorted_count(cnt_ptr + offs, offs < b0, SINGLES)
     offs = b0 + tl.arange(0, BLOCK)
-    c = tl.load(cnt_ptr + offs, mask=offs < N, other=0)
+    c = _embed_sorted_count(cnt_ptr + offs, offs < N, SINGLES)
     tl.store(start_ptr + offs + 1, tl.sum(before, axis=0) + tl.cumsum(c, axis=0), mask=offs < N)
     tl.store(start_ptr + offs, tl.zeros([BLOCK], tl.int32), mask=offs < 1)
 
 
 @triton.jit
 def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
-                       SI2, SI3, zero_ptr, cnt_ptr, NRANK, NZERO, D, ROWS: tl.constexpr,
-                       BLOCK_Q: tl.constexpr, ZB: tl.constexpr, ZR: tl.constexpr,
-                       ZC: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
-    """Programs NRANK and on zero the output (`_embed_zero_block`), or with ZR > 0 its rows
-    that no index names (`_embed_zero_rows`); the others rank rows. The segment kernel's
+                       SI2, SI3, zero_ptr, cnt_ptr, g_ptr, SG0, SG1, SG2, SG3, SGD, NRANK,
+                       NCOPY, NZERO, D, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
+                       ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
+                       CC: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
+                       PDL_NEXT: tl.constexpr):
+    """Programs NRANK + NCOPY and on zero the output (`_embed_zero_block`), or with ZR > 0 its
+    rows that no index names (`_embed_zero_rows`); with SINGLES the NCOPY before them copy the
+    weight rows named once (`_embed_copy_singles`); the others rank rows. The segment kernel's
     launch may start (PDL_NEXT) once every program has done its work: a grid of many waves
     whose dependents started early would have them waiting in slots its own programs need."""
     _pdl_enter(PDL_WAIT, False)
-    if tl.program_id(0) >= NRANK:
+    pid = tl.program_id(0)
+    if pid >= NRANK + NCOPY:
         if ZR > 0:
-            _embed_zero_rows(zero_ptr, cnt_ptr, tl.program_id(0) - NRANK, NW, D, ZR, ZC)
+            _embed_zero_rows(zero_ptr, cnt_ptr, pid - NRANK - NCOPY, NW, D, ZR, ZC)
         else:
-            _embed_zero_block(zero_ptr, tl.program_id(0) - NRANK, NZERO, ZB)
+            _embed_zero_block(zero_ptr, pid - NRANK - NCOPY, NZERO, ZB)
+    elif pid >= NRANK:
+        if SINGLES:
+            _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, zero_ptr, pid - NRANK, R, NW,
+                                padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3,
+                                SGD, D, CR, CC)
     else:
-        _embed_rank_rows(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
-                         SI1, SI2, SI3, ROWS, BLOCK_Q)
+        _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3,
+                         SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, SINGLES)
     _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
-def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
-                     SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr):
+def _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, c, R, NW, padding_idx, I1, I2, I3,
+                        SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR: tl.constexpr,
+                        CC: tl.constexpr):
+    """Index positions [c * CR, (c + 1) * CR) whose weight row no other position names: that
+    grad row is the weight row's sum (0 + g in fp32, as the sums give it: -0 becomes +0, NaN
+    and infinities stay). Read in index order (whole rows, CC columns a step), stored where
+    the index says."""
+    rows = c.to(tl.int64) * CR + tl.arange(0, CR)
+    ok = rows < R
+    ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
+    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
+    named = ok & (idx != padding_idx)
+    one = named & (tl.load(cnt_ptr + idx, mask=named, other=0) == 1)
+    DT: tl.constexpr = out_ptr.dtype.element_ty
+    for c0 in range(0, D, CC):
+        cols = c0 + tl.arange(0, CC)
+        m = one[:, None] & (cols < D)[None, :]
+        g = tl.load(g_ptr + goff[:, None] + cols.to(tl.int64)[None, :] * SGD, mask=m, other=0)
+        tl.store(out_ptr + idx.to(tl.int64)[:, None] * D + cols[None, :],
+                 (g.to(tl.float32) + 0.0).to(DT), mask=m)
+
+
+@triton.jit
+def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
+                     SI1, SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
+                     SINGLES: tl.constexpr):
     """Step 3, a stable counting sort: row r goes to position start[key] + (rows before r with
     its key), so each weight row's rows lie together in index order: order[pos] = r and
     order[R + pos] = its key. Keys compare as the raw int32 indices (the padding mapping is
-    one to one); each earlier index costs a compare and an add."""
+    one to one); each earlier index costs a compare and an add. SINGLES: a key's lone row is
+    not placed (the fill copies it)."""
     rows0 = tl.program_id(0) * ROWS
     r = rows0 + tl.arange(0, ROWS)[:, None]
     r_ok = r < R
@@ -1570,8 +1614,11 @@ def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, 
     rank += tl.sum(((qci == idx) & (qc < r)).to(tl.int32), axis=1, keep_dims=True)
     key = tl.where(idx == padding_idx, NW, idx)
     pos = tl.load(start_ptr + key, mask=r_ok, other=0) + rank
-    tl.store(order_ptr + pos, r, mask=r_ok)
-    tl.store(order_ptr + R + pos, key, mask=r_ok)
+    placed = r_ok
+    if SINGLES:
+        placed = r_ok & (tl.load(cnt_ptr + key, mask=r_ok, other=0) >= 2)
+    tl.store(order_ptr + pos, r, mask=placed)
+    tl.store(order_ptr + R + pos, key, mask=placed)
 
 
 @triton.jit
@@ -1612,10 +1659,11 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 
 
 @triton.jit
-def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0, SG1, SG2,
-                      SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
-                      CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr,
-                      PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+def _embed_seg_kernel(g_ptr, order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0,
+                      SG1, SG2, SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr,
+                      TC: tl.constexpr, CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr,
+                      STAGES: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
+                      PDL_NEXT: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
     row as one small matrix product: same[p, q] (positions p and q hold the same weight row,
@@ -1626,14 +1674,36 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
     took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
     A program does COL_STEPS column blocks in turn (STAGES of them in flight), its positions'
-    keys and rows loaded once. PDL_WAIT / PDL_NEXT as in `_embed_rank_kernel`."""
+    keys and rows loaded once. SINGLES: only the first start[NW + 1] of the R places hold
+    rows (tiles past them have nothing to do). PDL_WAIT / PDL_NEXT as in `_embed_rank_kernel`."""
     _pdl_enter(PDL_WAIT, False)
-    DT: tl.constexpr = out_ptr.dtype.element_ty
     t = tl.program_id(0)
+    M = _embed_placed(start_ptr, R, NW, SINGLES)
+    if t * T < M:
+        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, M, R, D, NW, I1, I2, I3, SG0,
+                        SG1, SG2, SG3, SGD, T, BLOCK_C, TC, CHECK_SUMS, COL_STEPS, STAGES)
+    _pdl_enter(False, PDL_NEXT)
+
+
+@triton.jit
+def _embed_placed(start_ptr, R, NW, SINGLES: tl.constexpr):
+    """How many sorted places hold rows: R, or (SINGLES) the scan's total."""
+    if SINGLES:
+        return tl.load(start_ptr + NW + 1)
+    else:
+        return R
+
+
+@triton.jit
+def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, M, R, D, NW, I1, I2, I3, SG0, SG1,
+                    SG2, SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
+                    CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr):
+    """`_embed_seg_kernel`'s tile t of the M sorted places (keys at order[R:])."""
+    DT: tl.constexpr = out_ptr.dtype.element_ty
     p = t * T + tl.arange(0, T)
-    p_ok = p < R
+    p_ok = p < M
     key = tl.load(order_ptr + R + p, mask=p_ok, other=NW)
-    nxt = tl.load(order_ptr + R + p + 1, mask=p + 1 < R, other=-1)
+    nxt = tl.load(order_ptr + R + p + 1, mask=p + 1 < M, other=-1)
     row = tl.load(order_ptr + p, mask=p_ok, other=0)
     live = p_ok & (key < NW)
     _, goff = _embed_rows(row.to(tl.int64), I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
@@ -1678,22 +1748,24 @@ def _embed_seg_kernel(g_ptr, order_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3,
                  mask=done[:, None] & col_ok[None, :])
         tl.store(part_ptr + slot[:, None] * D + cols[None, :], sums,
                  mask=(end & (cont | before))[:, None] & col_ok[None, :])
-    _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
 def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, T: tl.constexpr,
-                      BLOCK_C: tl.constexpr, PDL_WAIT: tl.constexpr):
+                      BLOCK_C: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr):
     """Step 5: a weight row whose rows begin in an earlier tile and end in this one: the
-    partial sums of its tiles, in tile order, then this tile's part; stored rounded once."""
+    partial sums of its tiles, in tile order, then this tile's part; stored rounded once.
+    Tiles past the M placed rows (SINGLES) have none."""
     _pdl_enter(PDL_WAIT, False)
     t = tl.program_id(0)
-    first = tl.load(order_ptr + R + t * T)
-    before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(t * T - 1, 0)) == first)
-    last = tl.minimum(t * T + T, R) - 1
-    goes_on = (last + 1 < R) & (tl.load(order_ptr + R + last) == first) & (
-        tl.load(order_ptr + R + tl.minimum(last + 1, R - 1)) == first)
-    if before & ~goes_on & (first < NW):
+    M = _embed_placed(start_ptr, R, NW, SINGLES)
+    at = tl.minimum(t * T, tl.maximum(M - 1, 0))  # (tiles past M read in bounds, then stop)
+    first = tl.load(order_ptr + R + at)
+    before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(at - 1, 0)) == first)
+    last = tl.maximum(tl.minimum(t * T + T, M) - 1, 0)
+    goes_on = (last + 1 < M) & (tl.load(order_ptr + R + last) == first) & (
+        tl.load(order_ptr + R + tl.minimum(last + 1, tl.maximum(M - 1, 0))) == first)
+    if (t * T < M) & before & ~goes_on & (first < NW):
         cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
         col_ok = cols < D
         acc = tl.zeros([BLOCK_C], tl.float32)
@@ -1774,6 +1846,14 @@ _EMBED_ZERO_ROWS = 1
 # done. H200, whole op, off / on (BENCHMARKS §32): [4,2048,2048] bf16 into 32000 rows 79.0 /
 # 74.0 us, [8,1024,768] bf16 55.4 / 49.0, [8,512,768] f32 53.6 / 48.6; Zipf 1.1 83.3 / 78.6
 _EMBED_PDL = True
+# the sorted path copies each weight row named once (most rows for uniform indices) from its
+# grad row, in programs of the rank kernel's launch that read the grad in index order, and
+# sorts and sums only the rows of weight rows named twice or more (needs _EMBED_ZERO_ROWS).
+# Session 25's copies by the zero programs, in weight-row order (a gather of each lone row),
+# were slower than the sort: [4,2048,2048] bf16 86-90 us against 74 (BENCHMARKS §33)
+_EMBED_SINGLES = True
+# grad elements per program and step of `_embed_copy_singles` (whole rows up to this many)
+_EMBED_SINGLES_TILE = 2048
 
 
 def _embed_zero_tile():
@@ -1801,6 +1881,7 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     R, D = indices.numel(), grad_output.shape[-1]
     dtype, device = grad_output.dtype, grad_output.device
     out = torch.empty((num_weights, D), dtype=dtype, device=device)  # see _EMBED_ZERO_ROWS
+    singles = bool(_EMBED_SINGLES and _EMBED_ZERO_ROWS)
     cnt = torch.zeros((num_weights + 1,), dtype=torch.int32, device=device)
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
@@ -1811,7 +1892,8 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
     _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](cnt, start, num_weights + 1, BLOCK=scan,
                                                         STEP=4 * scan if _INTERPRET else
-                                                        _EMBED_SCAN_STEP, PDL_NEXT=pdl,
+                                                        _EMBED_SCAN_STEP, SINGLES=singles,
+                                                        PDL_NEXT=pdl,
                                                         num_warps=_EMBED_SCAN_WARPS,
                                                         **_pdl_launch(pdl))
     rows = _EMBED_RANK_ROWS
@@ -1819,10 +1901,15 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     zc = min(_pow2(D), zb // 4)
     zr = zb // zc  # rows per zero program of `_embed_zero_rows`
     nz = _cdiv(num_weights, zr) if _EMBED_ZERO_ROWS else _cdiv(out.numel(), zb)
-    _embed_rank_kernel[(ranks + nz,)](
-        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, ranks,
-        out.numel(), D, ROWS=rows, BLOCK_Q=_EMBED_RANK_TILE, ZB=zb,
-        ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, PDL_NEXT=pdl, num_warps=4,
+    ct = 256 if _INTERPRET else _EMBED_SINGLES_TILE
+    cc = min(_pow2(D), ct)
+    cr = max(1, ct // cc)  # index positions per program of `_embed_copy_singles`
+    copies = _cdiv(R, cr) if singles else 0
+    _embed_rank_kernel[(ranks + copies + nz,)](
+        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt,
+        grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
+        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, CR=cr, CC=cc,
+        SINGLES=singles, PDL_NEXT=pdl, num_warps=4,
         **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
@@ -1830,12 +1917,13 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     steps = max(1, min(_EMBED_SEG_COL_STEPS, grid[1]))
     part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
     _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
-        grad_output, order, out, part, R, D, num_weights, *geometry[:3], *geometry[7:], T=tile,
-        BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps,
-        STAGES=_EMBED_SEG_STAGES, num_warps=_EMBED_SEG_WARPS, PDL_NEXT=pdl, **_pdl_launch(pdl),
+        grad_output, order, start, out, part, R, D, num_weights, *geometry[:3], *geometry[7:],
+        T=tile, BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS),
+        COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES, SINGLES=singles, num_warps=_EMBED_SEG_WARPS,
+        PDL_NEXT=pdl, **_pdl_launch(pdl),
         **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
     _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
-                            num_warps=4, **_pdl_launch(pdl))
+                            SINGLES=singles, num_warps=4, **_pdl_launch(pdl))
     return out
 
 
