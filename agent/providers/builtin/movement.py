@@ -1850,9 +1850,13 @@ _EMBED_PDL = True
 # grad row, in programs of the rank kernel's launch that read the grad in index order, and
 # sorts and sums only the rows of weight rows named twice or more (needs _EMBED_ZERO_ROWS).
 # Session 25's copies by the zero programs, in weight-row order (a gather of each lone row),
-# were slower than the sort: [4,2048,2048] bf16 86-90 us against 74 (BENCHMARKS §33)
+# were slower than the sort: [4,2048,2048] bf16 86-90 us against 74 (BENCHMARKS §33). H200,
+# whole op, off / on (§34): [4,2048,2048] bf16 74.0 / 63.7 us, [8,1024,768] bf16 49.6 / 46.7,
+# [8,512,768] f32 48.7 / 47.7, Zipf 1.1 78.0 / 77.2
 _EMBED_SINGLES = True
-# grad elements per program and step of `_embed_copy_singles` (whole rows up to this many)
+# grad elements per program and step of `_embed_copy_singles` (whole rows up to this many).
+# H200, 512/1024/2048/4096/8192: [4,2048,2048] bf16 66.3/65.0/63.7/65.3/86.8 us, [8,1024,768]
+# bf16 51.4/51.2/46.7/56.6/72.5
 _EMBED_SINGLES_TILE = 2048
 
 
