@@ -536,8 +536,8 @@ def test_embedding_backward_sorted_path_writes_every_output_row(weights) -> None
 @pytest.mark.parametrize("distinct", [True, False])
 def test_embedding_backward_sorted_path_copies_rows_named_once(dtype, distinct) -> None:
     """Weight rows named once are copied from their grad rows by copy programs of the rank
-    kernel's launch (`_EMBED_SINGLES`), only the others sorted and summed: with every index distinct nothing is sorted (no tile has work);
-    otherwise lone rows sit between runs. On junk memory the sums are fp32 sums rounded once
+    kernel's launch (`_EMBED_SINGLES`), only the others sorted and summed: with every index
+    distinct nothing is sorted (no tile has work); otherwise lone rows sit between runs. On junk memory the sums are fp32 sums rounded once
     and the lone rows have the bits of the path that sorts every row: -0 grads come out +0
     (0 + g), a NaN stays, the padding row named once stays zero."""
     gen = torch.Generator().manual_seed(6)
