@@ -513,10 +513,11 @@ class _PoisonedTorch:
 
 @pytest.mark.parametrize("weights", [3, 20, 5000])
 def test_embedding_backward_sorted_path_writes_every_output_row(weights) -> None:
-    """Only the rows no index names are zeroed (by the rank kernel's extra programs); the
-    others are written by the sums, and the scan, ranks and partial sums fill buffers from
-    `torch.empty` too: on junk memory every row must come out as eager's, whether the indices
-    leave most rows unnamed (5000 weight rows) or name every row (3)."""
+    """Only the rows no index names are zeroed, and the rows named once copied, by extra
+    programs of the rank kernel's launch; the others are written by the sums, and the scan,
+    ranks and partial sums fill buffers from `torch.empty` too: on junk memory every row must
+    come out as eager's, whether the indices leave most rows unnamed (5000 weight rows) or
+    name every row (3)."""
     gen = torch.Generator().manual_seed(5)
     grad = torch.randn(300, 24, generator=gen)
     index = torch.randint(0, weights, (300,), generator=gen)

@@ -173,3 +173,23 @@ def test_dependent_launches_give_the_bits_of_launches_in_turn(
     assert torch.equal(got.view(bits), serial.view(bits))
     for _ in range(5):
         assert torch.equal(kernel(grad, index, weights, pad, False).view(bits), serial.view(bits))
+
+
+@pytest.mark.parametrize("pairs", [0, 64])
+def test_sorted_path_output_is_whole_for_the_next_kernel_on_the_stream(pairs, tmp_path) -> None:
+    """The segment and fix programs with nothing to sum leave without waiting for the kernel
+    before them (BENCHMARKS §35); their first program always waits, so that the op's last
+    grid ends after all the others. With every index distinct (nothing sorted: no program
+    waits but those) or a few pairs, a clone launched right after the op on the same stream
+    must see every row: the copies and zeros of the rank kernel's launch included."""
+    rows, cols, weights = 8192, 2048, 32000
+    gen = torch.Generator().manual_seed(7)
+    grad = torch.randn(rows, cols, generator=gen).to(torch.bfloat16).cuda()
+    index = torch.randperm(weights, generator=gen)[:rows]
+    index[rows - pairs:] = index[:pairs]
+    index = index.cuda()
+    kernel = load_kernel(OP, WRITERS[OP](KernelRequest(OP, "", [])), tmp_path)
+    want = torch.ops.aten.embedding_dense_backward(grad, index, weights, -1, False)
+    for _ in range(5):
+        seen = kernel(grad, index, weights, -1, False).clone()
+        assert torch.equal(seen, want)

@@ -1540,27 +1540,42 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
                        ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
                        CC: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
                        PDL_NEXT: tl.constexpr):
-    """Programs NRANK + NCOPY and on zero the output (`_embed_zero_block`), or with ZR > 0 its
-    rows that no index names (`_embed_zero_rows`); with SINGLES the NCOPY before them copy the
-    weight rows named once (`_embed_copy_singles`); the others rank rows. The segment kernel's
-    launch may start (PDL_NEXT) once every program has done its work: a grid of many waves
-    whose dependents started early would have them waiting in slots its own programs need."""
-    _pdl_enter(PDL_WAIT, False)
+    """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the copies of weight rows
+    named once, then the zeros); the others rank rows. The segment kernel's launch may start
+    (PDL_NEXT) once every program has done its work: a grid of many waves whose dependents
+    started early would have them waiting in slots its own programs need."""
     pid = tl.program_id(0)
-    if pid >= NRANK + NCOPY:
-        if ZR > 0:
-            _embed_zero_rows(zero_ptr, cnt_ptr, pid - NRANK - NCOPY, NW, D, ZR, ZC)
-        else:
-            _embed_zero_block(zero_ptr, pid - NRANK - NCOPY, NZERO, ZB)
-    elif pid >= NRANK:
-        if SINGLES:
-            _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, zero_ptr, pid - NRANK, R, NW,
-                                padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3,
-                                SGD, D, CR, CC)
+    if pid >= NRANK:
+        _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, g_ptr, zero_ptr, R, NW, padding_idx,
+                    I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB, ZR,
+                    ZC, CR, CC, SINGLES)
     else:
+        _pdl_enter(PDL_WAIT, False)
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3,
                          SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, SINGLES)
     _pdl_enter(False, PDL_NEXT)
+
+
+@triton.jit
+def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, g_ptr, out_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
+                SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB: tl.constexpr,
+                ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
+                SINGLES: tl.constexpr):
+    """Fill unit u of the sorted path's output: below NCOPY, the copies of index positions
+    [u * CR, (u + 1) * CR) whose weight row is named once (SINGLES); then the zeros of weight
+    rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These read only
+    the counts (and the grads), so the rank kernel's fill programs do not wait for the scan:
+    that launch starts only once every scan program has waited for the count kernel, and the
+    fill streams beside the scan and the ranks. (Fill programs in the segment launch, or in
+    the fix launch beside the segment sums, measured slower: BENCHMARKS §35.)"""
+    if u >= NCOPY:
+        if ZR > 0:
+            _embed_zero_rows(out_ptr, cnt_ptr, u - NCOPY, NW, D, ZR, ZC)
+        else:
+            _embed_zero_block(out_ptr, u - NCOPY, NZERO, ZB)
+    elif SINGLES:
+        _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, u, R, NW, padding_idx, I1, I2, I3,
+                            SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR, CC)
 
 
 @triton.jit
@@ -1660,7 +1675,7 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 
 @triton.jit
 def _embed_seg_kernel(g_ptr, order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0,
-                      SG1, SG2, SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr,
+                      SG1, SG2, SG3, SGD, NCP, T: tl.constexpr, BLOCK_C: tl.constexpr,
                       TC: tl.constexpr, CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr,
                       STAGES: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
                       PDL_NEXT: tl.constexpr):
@@ -1673,16 +1688,22 @@ def _embed_seg_kernel(g_ptr, order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, 
     in part[0, tile], and the part of one that began in an earlier tile goes to part[1, tile],
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
     took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
-    A program does COL_STEPS column blocks in turn (STAGES of them in flight), its positions'
-    keys and rows loaded once. SINGLES: only the first start[NW + 1] of the R places hold
-    rows (tiles past them have nothing to do). PDL_WAIT / PDL_NEXT as in `_embed_rank_kernel`."""
-    _pdl_enter(PDL_WAIT, False)
-    t = tl.program_id(0)
+    Program t * NCP + b does tile t's column blocks b * COL_STEPS and on, in turn (STAGES of
+    them in flight), its positions' keys and rows loaded once. SINGLES: only the first
+    start[NW + 1] of the R places hold rows; the programs of tiles past them leave at once,
+    without waiting (the scan is done: the rank kernel's programs waited for it). The others,
+    and program 0 always (so that this grid ends after the rank kernel's), wait for the rank
+    kernel, then let the fix kernel's launch start (PDL_NEXT), whose programs mostly leave
+    at once too."""
+    pid = tl.program_id(0)
+    t = pid // NCP
     M = _embed_placed(start_ptr, R, NW, SINGLES)
+    if (t * T < M) | (pid == 0):
+        _pdl_enter(PDL_WAIT, PDL_NEXT)
     if t * T < M:
-        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, M, R, D, NW, I1, I2, I3, SG0,
-                        SG1, SG2, SG3, SGD, T, BLOCK_C, TC, CHECK_SUMS, COL_STEPS, STAGES)
-    _pdl_enter(False, PDL_NEXT)
+        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, pid % NCP, tl.cdiv(R, T), M, R,
+                        D, NW, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, T, BLOCK_C, TC, CHECK_SUMS,
+                        COL_STEPS, STAGES)
 
 
 @triton.jit
@@ -1695,10 +1716,11 @@ def _embed_placed(start_ptr, R, NW, SINGLES: tl.constexpr):
 
 
 @triton.jit
-def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, M, R, D, NW, I1, I2, I3, SG0, SG1,
-                    SG2, SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
+def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, b, NT, M, R, D, NW, I1, I2, I3, SG0,
+                    SG1, SG2, SG3, SGD, T: tl.constexpr, BLOCK_C: tl.constexpr, TC: tl.constexpr,
                     CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr, STAGES: tl.constexpr):
-    """`_embed_seg_kernel`'s tile t of the M sorted places (keys at order[R:])."""
+    """`_embed_seg_kernel`'s tile t (of NT) of the M sorted places (keys at order[R:]), its
+    column blocks b * COL_STEPS and on."""
     DT: tl.constexpr = out_ptr.dtype.element_ty
     p = t * T + tl.arange(0, T)
     p_ok = p < M
@@ -1714,9 +1736,9 @@ def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, M, R, D, NW, I1, I2,
     # block-shaped conditions only (the interpreter rejects masks that combine scalar ones)
     before = (key == first) & (key == tl.load(order_ptr + R + tl.maximum(t * T - 1, 0))) & (p >= T)
     done = end & ~cont & ~before
-    slot = tl.where(cont, 0, 1).to(tl.int64) * tl.num_programs(0) + t
+    slot = tl.where(cont, 0, 1).to(tl.int64) * NT + t
     for c in tl.range(0, COL_STEPS, num_stages=STAGES):
-        cols = (tl.program_id(1).to(tl.int64) * COL_STEPS + c) * BLOCK_C + tl.arange(0, BLOCK_C)
+        cols = (b.to(tl.int64) * COL_STEPS + c) * BLOCK_C + tl.arange(0, BLOCK_C)
         col_ok = cols < D
         g = tl.load(g_ptr + goff[:, None] + cols[None, :] * SGD,
                     mask=live[:, None] & col_ok[None, :], other=0)
@@ -1751,13 +1773,15 @@ def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, M, R, D, NW, I1, I2,
 
 
 @triton.jit
-def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, T: tl.constexpr,
+def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, NT, T: tl.constexpr,
                       BLOCK_C: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr):
-    """Step 5: a weight row whose rows begin in an earlier tile and end in this one: the
-    partial sums of its tiles, in tile order, then this tile's part; stored rounded once.
-    Tiles past the M placed rows (SINGLES) have none."""
-    _pdl_enter(PDL_WAIT, False)
-    t = tl.program_id(0)
+    """Step 5, launched while the segment kernel runs: program t + NT * b fixes tile t's column
+    block b (`_embed_fix_tile`) after waiting for the segment kernel. One whose tile has
+    nothing to fix leaves without waiting (the keys it reads are the rank kernel's, done
+    before the segment kernel let this launch start), except program 0, so that this grid
+    ends after the segment kernel's."""
+    pid = tl.program_id(0)
+    t = pid % NT
     M = _embed_placed(start_ptr, R, NW, SINGLES)
     at = tl.minimum(t * T, tl.maximum(M - 1, 0))  # (tiles past M read in bounds, then stop)
     first = tl.load(order_ptr + R + at)
@@ -1765,16 +1789,26 @@ def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, T: tl.c
     last = tl.maximum(tl.minimum(t * T + T, M) - 1, 0)
     goes_on = (last + 1 < M) & (tl.load(order_ptr + R + last) == first) & (
         tl.load(order_ptr + R + tl.minimum(last + 1, tl.maximum(M - 1, 0))) == first)
-    if (t * T < M) & before & ~goes_on & (first < NW):
-        cols = tl.program_id(1).to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
-        col_ok = cols < D
-        acc = tl.zeros([BLOCK_C], tl.float32)
-        for j in range(tl.load(start_ptr + first) // T, t):
-            acc += tl.load(part_ptr + j * D + cols, mask=col_ok, other=0)
-        acc += tl.load(part_ptr + (tl.num_programs(0) + t).to(tl.int64) * D + cols, mask=col_ok,
-                       other=0)
-        tl.store(out_ptr + first.to(tl.int64) * D + cols, acc.to(out_ptr.dtype.element_ty),
-                 mask=col_ok)
+    fix = (t * T < M) & before & ~goes_on & (first < NW)
+    if fix | (pid == 0):
+        _pdl_enter(PDL_WAIT, False)
+    if fix:
+        _embed_fix_tile(out_ptr, part_ptr, start_ptr, first, t, pid // NT, NT, D, T, BLOCK_C)
+
+
+@triton.jit
+def _embed_fix_tile(out_ptr, part_ptr, start_ptr, first, t, b, NT, D, T: tl.constexpr,
+                    BLOCK_C: tl.constexpr):
+    """Weight row `first`'s sum in column block b: the partial sums of its tiles before tile t,
+    in tile order, then tile t's part; stored rounded once."""
+    cols = b.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < D
+    acc = tl.zeros([BLOCK_C], tl.float32)
+    for j in range(tl.load(start_ptr + first) // T, t):
+        acc += tl.load(part_ptr + j * D + cols, mask=col_ok, other=0)
+    acc += tl.load(part_ptr + (NT + t).to(tl.int64) * D + cols, mask=col_ok, other=0)
+    tl.store(out_ptr + first.to(tl.int64) * D + cols, acc.to(out_ptr.dtype.element_ty),
+             mask=col_ok)
 
 
 @triton.jit
@@ -1909,25 +1943,27 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     cc = min(_pow2(D), ct)
     cr = max(1, ct // cc)  # index positions per program of `_embed_copy_singles`
     copies = _cdiv(R, cr) if singles else 0
+    zr = zr if _EMBED_ZERO_ROWS else 0  # (0: `_embed_fill` zeroes flat blocks)
     _embed_rank_kernel[(ranks + copies + nz,)](
         indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt,
         grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
-        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr if _EMBED_ZERO_ROWS else 0, ZC=zc, CR=cr, CC=cc,
+        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc,
         SINGLES=singles, PDL_NEXT=pdl, num_warps=4,
         **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
-    grid = (_cdiv(R, tile), _cdiv(D, bc))
-    steps = max(1, min(_EMBED_SEG_COL_STEPS, grid[1]))
-    part = torch.empty((2, grid[0], D), dtype=torch.float32, device=device)
-    _embed_seg_kernel[(grid[0], _cdiv(grid[1], steps))](
+    nt, ncb = _cdiv(R, tile), _cdiv(D, bc)
+    steps = max(1, min(_EMBED_SEG_COL_STEPS, ncb))
+    ncp = _cdiv(ncb, steps)
+    part = torch.empty((2, nt, D), dtype=torch.float32, device=device)
+    _embed_seg_kernel[(nt * ncp,)](
         grad_output, order, start, out, part, R, D, num_weights, *geometry[:3], *geometry[7:],
-        T=tile, BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS),
+        ncp, T=tile, BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS),
         COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES, SINGLES=singles, num_warps=_EMBED_SEG_WARPS,
         PDL_NEXT=pdl, **_pdl_launch(pdl),
         **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
-    _embed_fix_kernel[grid](order, start, out, part, R, D, num_weights, T=tile, BLOCK_C=bc,
-                            SINGLES=singles, num_warps=4, **_pdl_launch(pdl))
+    _embed_fix_kernel[(nt * ncb,)](order, start, out, part, R, D, num_weights, nt, T=tile,
+                                   BLOCK_C=bc, SINGLES=singles, num_warps=4, **_pdl_launch(pdl))
     return out
 
 
