@@ -1889,9 +1889,11 @@ _EMBED_PDL = True
 # [8,512,768] f32 48.7 / 47.7, Zipf 1.1 78.0 / 77.2
 _EMBED_SINGLES = True
 # grad elements per program and step of `_embed_copy_singles` (whole rows up to this many).
-# H200, 512/1024/2048/4096/8192: [4,2048,2048] bf16 66.3/65.0/63.7/65.3/86.8 us, [8,1024,768]
-# bf16 51.4/51.2/46.7/56.6/72.5
-_EMBED_SINGLES_TILE = 2048
+# H200, 512/1024/2048/4096/8192 (§34): [4,2048,2048] bf16 66.3/65.0/63.7/65.3/86.8 us,
+# [8,1024,768] bf16 51.4/51.2/46.7/56.6/72.5; since the fill streams beside the scan (§35),
+# 1024/2048: [4,2048,2048] bf16 59.5-59.9/62.1-62.4, [8,1024,768] bf16 42.9-43.1/45.8-46.0,
+# [8,512,768] f32 44.5-44.6/45.1-45.3
+_EMBED_SINGLES_TILE = 1024
 
 
 def _embed_zero_tile():
