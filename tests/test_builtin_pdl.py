@@ -4,7 +4,9 @@ A kernel launched with `launch_pdl=True` may start before the kernel ahead of it
 has finished; if it read that kernel's output without waiting first, it would race, silently and
 only on an sm_90+ GPU. The rule these tests hold every writer's file to, statically: a launch
 with `**_pdl_launch(...)` targets a kernel with a `PDL_WAIT` parameter, and every such kernel's
-first statement is `_pdl_enter(PDL_WAIT, ...)`. On the CPU (Triton's interpreter) PDL is off.
+first statement is `_pdl_enter(PDL_WAIT, ...)`, except those a file names in
+`_PDL_WAITS_LATER` (which must still wait somewhere). On the CPU (Triton's interpreter) PDL is
+off.
 """
 
 from __future__ import annotations
@@ -126,10 +128,41 @@ def test_every_dependent_launch_waits_before_it_touches_memory(op: str) -> None:
     for name in targets:
         params = [a.arg for a in kernels[name].args.args]
         assert "PDL_WAIT" in params, f"{op}: {name} is launched as a dependent without PDL_WAIT"
+    later = _waits_later(tree)
+    assert later <= set(kernels), f"{op}: _PDL_WAITS_LATER names no kernel {later - set(kernels)}"
     for name, fn in kernels.items():
-        if "PDL_WAIT" in [a.arg for a in fn.args.args]:
-            first = ast.unparse(_first_statement(fn))
+        if "PDL_WAIT" not in [a.arg for a in fn.args.args]:
+            continue
+        first = ast.unparse(_first_statement(fn))
+        if name in later:  # declared: it must still wait, somewhere
+            assert "_pdl_enter(PDL_WAIT," in ast.unparse(fn), f"{op}: {name} never waits"
+        else:
             assert first.startswith("_pdl_enter(PDL_WAIT,"), f"{op}: {name} starts with {first}"
+
+
+def _waits_later(tree: ast.Module) -> set[str]:
+    """The file's `_PDL_WAITS_LATER`: kernels declared to read, before their wait, only what
+    an earlier launch than the one ahead of them wrote (the embedding backward's)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_PDL_WAITS_LATER":
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def test_only_the_embedding_backward_declares_kernels_that_wait_later() -> None:
+    """The exception is narrow: one file, and the kernels it names exist there."""
+    declared = {
+        op: _waits_later(ast.parse(text))
+        for op, text in _suite_files().items()
+        if _waits_later(ast.parse(text))
+    }
+    assert declared == {
+        "embedding_dense_backward.default": {
+            "_embed_rank_kernel",
+            "_embed_seg_kernel",
+            "_embed_fix_kernel",
+        }
+    }
 
 
 def test_dependent_launches_are_off_in_the_interpreter() -> None:

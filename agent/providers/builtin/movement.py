@@ -1880,6 +1880,11 @@ _EMBED_ZERO_ROWS = 1
 # done. H200, whole op, off / on (BENCHMARKS §32): [4,2048,2048] bf16 into 32000 rows 79.0 /
 # 74.0 us, [8,1024,768] bf16 55.4 / 49.0, [8,512,768] f32 53.6 / 48.6; Zipf 1.1 83.3 / 78.6
 _EMBED_PDL = True
+# dependent kernels whose programs may touch memory before `_pdl_enter(PDL_WAIT, ...)`: each
+# reads, before its wait, only what a launch before the one ahead of it wrote (the counts, the
+# scan's total, the ranks: see their docstrings), and waits before reading anything else
+# (tests/test_builtin_pdl.py holds every other kernel to waiting first)
+_PDL_WAITS_LATER = ("_embed_rank_kernel", "_embed_seg_kernel", "_embed_fix_kernel")
 # the sorted path copies each weight row named once (most rows for uniform indices) from its
 # grad row, in programs of the rank kernel's launch that read the grad in index order, and
 # sorts and sums only the rows of weight rows named twice or more (needs _EMBED_ZERO_ROWS).
