@@ -586,6 +586,81 @@ def test_embedding_backward_sorted_path_copies_rows_named_once(dtype, distinct) 
     assert not got[padding].any()
 
 
+def _sequential_sums(grad, index, num_weights, padding):
+    """Each weight row's grad rows added in index order in fp32 from 0 and rounded once (CUDA
+    eager's sorted path for a weight row named at most 10 times), and how often each is named."""
+    out = torch.zeros(num_weights, grad.shape[1], dtype=grad.dtype)
+    named = torch.zeros(num_weights, dtype=torch.int64)
+    for w in index.unique().tolist():
+        if w == padding:
+            continue
+        acc = torch.zeros(grad.shape[1], dtype=torch.float32)
+        for p in (index == w).nonzero().flatten().tolist():
+            acc = acc + grad[p].float()
+        out[w] = acc.to(grad.dtype)
+        named[w] = int((index == w).sum())
+    return out, named
+
+
+@pytest.mark.parametrize(
+    ("dtype", "width", "tail"),
+    [(torch.float32, 24, 0), (torch.float16, 300, 0), (torch.float32, 24, 1)],
+)
+def test_embedding_backward_sorted_path_sums_few_named_rows_in_index_order(
+    dtype, width, tail
+) -> None:
+    """A weight row named 2 to `_EMBED_FEW` (8) times is summed by the fill program of its first
+    index position, which finds the later ones by scanning the indices after it: on junk
+    memory, the same bits as fp32 sums in index order rounded once (eager's arithmetic), with
+    the later positions chunks of indices away (64 a scan step here), a NaN, +inf meeting -inf,
+    -0 grads, several owners in one program (24 columns: 8 positions a program) or one owner
+    over two column steps (300 columns), and the padding row named three times left zero. A
+    row named 9 times is sorted and summed by tiles as before, also with the segment and fix
+    grids capped at one program per "SM" (one in the interpreter), each looping over its
+    items."""
+    gen = torch.Generator().manual_seed(7)
+    grad = (torch.randn(300, width, generator=gen) * 10).to(dtype)
+    index = torch.randint(0, 2000, (300,), generator=gen)
+    index[[0, 299]] = 11  # named twice, far apart
+    index[[3, 70, 71, 150, 151, 200, 260, 298]] = 12  # eight times: the most the fill sums
+    index[[5, 6, 7, 8, 90, 91, 92, 93, 94]] = 13  # nine times: sorted
+    index[[20, 40, 60]] = 14  # the padding row
+    index[[30, 31]] = 15
+    index[[100, 101, 102]] = 16
+    index[[110, 120, 130, 140]] = 17
+    grad[70, 2] = float("nan")
+    grad[100, 1], grad[102, 1] = float("inf"), -float("inf")
+    grad[[110, 120]] = -0.0
+    grad[110, 3] = float("inf")
+    results = {}
+    for few in (8, 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            kernel = _embedding_backward_kernel(tmp)
+            module = sys.modules[kernel.__module__]
+            module._EAGER_FEATURE_MAX = 100
+            module._EMBED_SEG_ROWS = 16
+            module._EMBED_FEW = few
+            module._EMBED_TAIL_PER_SM = tail
+            module.torch = _PoisonedTorch()
+            results[few] = kernel(grad, index, 2000, 14, False)
+    got = results[8]
+    want, named = _sequential_sums(grad, index, 2000, 14)
+    bits = torch.int32 if dtype == torch.float32 else torch.int16
+    few = (named >= 1) & (named <= 8)
+    assert torch.equal(got[few].view(bits), want[few].view(bits))
+    assert torch.isnan(got[12, 2]) and torch.isnan(got[16, 1]) and got[17, 3] == float("inf")
+    assert not got[14].any() and not got[~(named > 0)].any()
+    # the row named nine times: sorted, summed by tiles (fp32, rounded once); the other rows
+    # of the fill are the path's without it (lone rows copied, the others sorted)
+    rows = index[(index == 13).nonzero().flatten()]
+    size = grad[index == 13].double().abs().sum(0)
+    exact = grad[index == 13].double().sum(0)
+    bound = torch.finfo(dtype).eps * exact.abs() + 9 * torch.finfo(torch.float32).eps * size
+    assert ((got[13].double() - exact).abs() <= bound).all() and len(rows) == 9
+    lone = named == 1
+    assert torch.equal(got[lone].view(bits), results[1][lone].view(bits))
+
+
 def test_embedding_backward_sorted_path_compiles_for_an_sm90_gpu() -> None:
     """3200 indices (past eager's feature range): the count, scan, rank, segment and fix-up
     kernels, which the suite's small CPU cases never launch."""

@@ -1490,11 +1490,14 @@ def _embed_fold_kernel(g_ptr, link_ptr, term_ptr, out_ptr, R, D,
 
 
 @triton.jit
-def _embed_sort_count_kernel(idx_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1, SI2,
-                             SI3, BLOCK: tl.constexpr, PDL_NEXT: tl.constexpr):
+def _embed_sort_count_kernel(idx_ptr, cnt_ptr, first_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
+                             SI1, SI2, SI3, BLOCK: tl.constexpr, FIRST: tl.constexpr,
+                             PDL_NEXT: tl.constexpr):
     """Sorted path, step 1: cnt[key] += 1 per index (integer atomics: the same counts in any
     order). A row's key is its weight row, or NW when it is padding_idx (sorted last, summed
-    into nothing). PDL_NEXT: the scan's launch may start at once (it waits for the counts)."""
+    into nothing). FIRST: also first[key] = R - (the key's first index position), by atomic
+    max over zeros (`_embed_copy_lone`'s owners). PDL_NEXT: the scan's launch may start at once
+    (it waits for the counts)."""
     _pdl_enter(False, PDL_NEXT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = rows < R
@@ -1502,119 +1505,193 @@ def _embed_sort_count_kernel(idx_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, S
     idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
     key = tl.where(idx == padding_idx, NW, idx)
     tl.atomic_add(cnt_ptr + key, tl.full([BLOCK], 1, tl.int32), mask=ok)
+    if FIRST:
+        tl.atomic_max(first_ptr + key, (R - rows).to(tl.int32), mask=ok)
 
 
 @triton.jit
-def _embed_sorted_count(ptrs, mask, SINGLES: tl.constexpr):
-    """How many of a key's rows the sort places: all of them, or (SINGLES) none of a lone one."""
+def _embed_sorted_count(ptrs, mask, LONE: tl.constexpr):
+    """How many of a key's rows the sort places: all of them, or (LONE > 0) none of a key
+    named at most LONE times (the rank kernel's fill programs write those weight rows)."""
     c = tl.load(ptrs, mask=mask, other=0)
-    if SINGLES:
-        c = tl.where(c >= 2, c, 0)
+    if LONE > 0:
+        c = tl.where(c > LONE, c, 0)
     return c
 
 
 @triton.jit
 def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr,
-                       SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+                       LONE: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Step 2: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]; program b writes its
     BLOCK starts after summing every count before its block itself (STEP at a time: a few
     steps for a vocabulary of 50k; one program scanning all blocks in turn took 10.6 us).
-    SINGLES: counts of 1 count as 0 (those rows are not sorted; start[N] is how many are).
+    LONE > 0: counts of at most LONE count as 0 (those rows are not sorted; start[N] is how
+    many are).
     PDL_WAIT / PDL_NEXT: `_embed_sorted`'s dependent launches."""
     _pdl_enter(PDL_WAIT, PDL_NEXT)
     b0 = tl.program_id(0) * BLOCK
     before = tl.zeros([STEP], tl.int32)
     for s0 in range(0, b0, STEP):
         offs = s0 + tl.arange(0, STEP)
-        before += _embed_sorted_count(cnt_ptr + offs, offs < b0, SINGLES)
+        before += _embed_sorted_count(cnt_ptr + offs, offs < b0, LONE)
     offs = b0 + tl.arange(0, BLOCK)
-    c = _embed_sorted_count(cnt_ptr + offs, offs < N, SINGLES)
+    c = _embed_sorted_count(cnt_ptr + offs, offs < N, LONE)
     tl.store(start_ptr + offs + 1, tl.sum(before, axis=0) + tl.cumsum(c, axis=0), mask=offs < N)
     tl.store(start_ptr + offs, tl.zeros([BLOCK], tl.int32), mask=offs < 1)
 
 
 @triton.jit
 def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
-                       SI2, SI3, zero_ptr, cnt_ptr, g_ptr, SG0, SG1, SG2, SG3, SGD, NRANK,
-                       NCOPY, NZERO, D, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
+                       SI2, SI3, zero_ptr, cnt_ptr, first_ptr, g_ptr, SG0, SG1, SG2, SG3, SGD,
+                       NRANK, NCOPY, NZERO, D, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
                        ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
-                       CC: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
-                       PDL_NEXT: tl.constexpr):
-    """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the copies of weight rows
-    named once, then the zeros); the others rank rows. The segment kernel's launch may start
-    (PDL_NEXT) once every program has done its work: a grid of many waves whose dependents
-    started early would have them waiting in slots its own programs need."""
+                       CC: tl.constexpr, LONE: tl.constexpr, SCAN: tl.constexpr,
+                       FS: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+    """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the weight rows named at
+    most LONE times, then the zeros); the others rank rows. The segment kernel's launch may
+    start (PDL_NEXT) once every program has done its work: a grid of many waves whose
+    dependents started early would have them waiting in slots its own programs need."""
     pid = tl.program_id(0)
     if pid >= NRANK:
-        _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, g_ptr, zero_ptr, R, NW, padding_idx,
-                    I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB, ZR,
-                    ZC, CR, CC, SINGLES)
+        _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, first_ptr, g_ptr, zero_ptr, R, NW,
+                    padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO,
+                    D, ZB, ZR, ZC, CR, CC, LONE, SCAN, FS)
     else:
         _pdl_enter(PDL_WAIT, False)
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3,
-                         SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, SINGLES)
+                         SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, LONE)
     _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
-def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, g_ptr, out_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
-                SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB: tl.constexpr,
+def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, R, NW, padding_idx, I1,
+                I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB: tl.constexpr,
                 ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
-                SINGLES: tl.constexpr):
-    """Fill unit u of the sorted path's output: below NCOPY, the copies of index positions
-    [u * CR, (u + 1) * CR) whose weight row is named once (SINGLES); then the zeros of weight
-    rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These read only
-    the counts (and the grads), so the rank kernel's fill programs do not wait for the scan:
-    that launch starts only once every scan program has waited for the count kernel, and the
-    fill streams beside the scan and the ranks. (Fill programs in the segment launch, or in
-    the fix launch beside the segment sums, measured slower: BENCHMARKS §35.)"""
+                LONE: tl.constexpr, SCAN: tl.constexpr, FS: tl.constexpr):
+    """Fill unit u of the sorted path's output: below NCOPY, the weight rows of index positions
+    [u * CR, (u + 1) * CR) named at most LONE times (`_embed_copy_lone`); then the zeros of
+    weight rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These
+    read only the counts, first positions, indices and grads, so the rank kernel's fill
+    programs do not wait for the scan: that launch starts only once every scan program has
+    waited for the count kernel, and the fill streams beside the scan and the ranks. (Fill
+    programs in the segment launch, or in the fix launch beside the segment sums, measured
+    slower: BENCHMARKS §35.)"""
     if u >= NCOPY:
         if ZR > 0:
             _embed_zero_rows(out_ptr, cnt_ptr, u - NCOPY, NW, D, ZR, ZC)
         else:
             _embed_zero_block(out_ptr, u - NCOPY, NZERO, ZB)
-    elif SINGLES:
-        _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, u, R, NW, padding_idx, I1, I2, I3,
-                            SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR, CC)
+    elif LONE > 0:
+        _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, u, R, padding_idx, I1, I2,
+                         I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR, CC, LONE, SCAN,
+                         FS)
 
 
 @triton.jit
-def _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, c, R, NW, padding_idx, I1, I2, I3,
-                        SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR: tl.constexpr,
-                        CC: tl.constexpr):
-    """Index positions [c * CR, (c + 1) * CR) whose weight row no other position names: that
-    grad row is the weight row's sum (0 + g in fp32, as the sums give it: -0 becomes +0, NaN
-    and infinities stay). Read in index order (whole rows, CC columns a step), stored where
-    the index says."""
+def _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, c, R, padding_idx, I1, I2, I3,
+                     SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR: tl.constexpr,
+                     CC: tl.constexpr, LONE: tl.constexpr, SCAN: tl.constexpr,
+                     FS: tl.constexpr):
+    """Index positions [c * CR, (c + 1) * CR): one whose weight row no other position names
+    copies its grad row there (0 + g in fp32, as the sums give it: -0 becomes +0, NaN and
+    infinities stay), read in index order (whole rows, CC columns a step), stored where the
+    index says. One whose weight row is named 2 to LONE times, and first by it, sums that
+    weight row (`_embed_sum_few`); the other positions of such a row do nothing here."""
     rows = c.to(tl.int64) * CR + tl.arange(0, CR)
     ok = rows < R
     ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
     idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
     named = ok & (idx != padding_idx)
-    one = named & (tl.load(cnt_ptr + idx, mask=named, other=0) == 1)
+    cnt = tl.load(cnt_ptr + idx, mask=named, other=0)
+    one = cnt == 1
     DT: tl.constexpr = out_ptr.dtype.element_ty
+    if LONE > 1:  # (the first positions load beside the copies)
+        few = (cnt >= 2) & (cnt <= LONE)
+        own = few & (R - tl.load(first_ptr + idx, mask=few, other=0) == rows)
     for c0 in range(0, D, CC):
         cols = c0 + tl.arange(0, CC)
         m = one[:, None] & (cols < D)[None, :]
         g = tl.load(g_ptr + goff[:, None] + cols.to(tl.int64)[None, :] * SGD, mask=m, other=0)
         tl.store(out_ptr + idx.to(tl.int64)[:, None] * D + cols[None, :],
                  (g.to(tl.float32) + 0.0).to(DT), mask=m)
+    if LONE > 1:
+        lane = tl.arange(0, CR)
+        for q in range(0, tl.max(tl.where(own, lane + 1, 0), axis=0)):
+            if tl.max((own & (lane == q)).to(tl.int32), axis=0) > 0:
+                _embed_sum_few(idx_ptr, g_ptr, out_ptr, tl.sum(tl.where(lane == q, rows, 0), 0),
+                               tl.sum(tl.where(lane == q, idx, 0), 0),
+                               tl.sum(tl.where(lane == q, cnt, 0), 0),
+                               tl.sum(tl.where(lane == q, goff, 0), 0), R, I1, I2, I3, SI0, SI1,
+                               SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CC, LONE, SCAN, FS)
+
+
+@triton.jit
+def _embed_sum_few(idx_ptr, g_ptr, out_ptr, r, w, k, goff, R, I1, I2, I3, SI0, SI1, SI2, SI3,
+                   SG0, SG1, SG2, SG3, SGD, D, CC: tl.constexpr, LONE: tl.constexpr,
+                   SCAN: tl.constexpr, FS: tl.constexpr):
+    """Weight row w, named k times (2 <= k <= LONE), first by index position r (grad row at
+    goff): the k - 1 later positions found by scanning the indices after r, SCAN at a time,
+    then the grad rows summed in index order in fp32 from 0 and rounded once: CUDA eager's
+    arithmetic for a weight row named at most 10 times (its partial sums of up to 10 sorted
+    rows). The later rows' loads are all issued before the adds (masked past k - 1)."""
+    lane = tl.arange(0, FS)
+    later = tl.zeros([FS], tl.int64)  # their positions, in order
+    found = tl.sum(lane * 0, axis=0)
+    q0 = r + 1
+    while (found < k - 1) & (q0 < R):
+        q = q0 + tl.arange(0, SCAN)
+        qoff, _ = _embed_rows(q, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+        hit = (q < R) & (tl.load(idx_ptr + qoff, mask=q < R, other=-1).to(tl.int32) == w)
+        h = hit.to(tl.int32)
+        at = found + tl.cumsum(h, axis=0) - 1
+        pick = hit[None, :] & (at[None, :] == lane[:, None])
+        later += tl.sum(tl.where(pick, q[None, :], 0), axis=1)
+        found += tl.sum(h, axis=0)
+        q0 += SCAN
+    _, gq = _embed_rows(later, I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
+    DT: tl.constexpr = out_ptr.dtype.element_ty
+    for c0 in range(0, D, CC):
+        cols = c0 + tl.arange(0, CC)
+        col_ok = cols < D
+        cs = cols.to(tl.int64) * SGD
+        acc = tl.load(g_ptr + goff + cs, mask=col_ok, other=0).to(tl.float32) + 0.0
+        for j in tl.static_range(LONE - 1):
+            gj = tl.sum(tl.where(lane == j, gq, 0), axis=0)
+            live = col_ok & (tl.full([CC], j, tl.int32) < k - 1)
+            acc += tl.load(g_ptr + gj + cs, mask=live, other=0).to(tl.float32)
+        tl.store(out_ptr + w.to(tl.int64) * D + cols, acc.to(DT), mask=col_ok)
 
 
 @triton.jit
 def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
                      SI1, SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
-                     SINGLES: tl.constexpr):
+                     LONE: tl.constexpr):
     """Step 3, a stable counting sort: row r goes to position start[key] + (rows before r with
     its key), so each weight row's rows lie together in index order: order[pos] = r and
     order[R + pos] = its key. Keys compare as the raw int32 indices (the padding mapping is
-    one to one); each earlier index costs a compare and an add. SINGLES: a key's lone row is
-    not placed (the fill copies it)."""
+    one to one); each earlier index costs a compare and an add. LONE > 0: the rows of a key
+    named at most LONE times are not placed (the fill writes that weight row), and a program
+    none of whose rows is placed skips the compares."""
     rows0 = tl.program_id(0) * ROWS
     r = rows0 + tl.arange(0, ROWS)[:, None]
     r_ok = r < R
     ioff, _ = _embed_rows(r.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
     idx = tl.load(idx_ptr + ioff, mask=r_ok, other=-1).to(tl.int32)
+    key = tl.where(idx == padding_idx, NW, idx)
+    placed = r_ok
+    if LONE > 0:
+        placed = r_ok & (tl.load(cnt_ptr + key, mask=r_ok, other=0) > LONE)
+    if tl.max(tl.max(placed.to(tl.int32), axis=1), axis=0) > 0:
+        _embed_rank_place(idx_ptr, start_ptr, order_ptr, rows0, r, idx, key, placed, R, I1, I2,
+                          I3, SI0, SI1, SI2, SI3, ROWS, BLOCK_Q)
+
+
+@triton.jit
+def _embed_rank_place(idx_ptr, start_ptr, order_ptr, rows0, r, idx, key, placed, R, I1, I2, I3,
+                      SI0, SI1, SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """`_embed_rank_rows`'s rows r (keys `key`) placed: their ranks among equal indices, then
+    order[start[key] + rank] = r and order[R + start[key] + rank] = key where `placed`."""
+    r_ok = r < R
     same = tl.zeros([ROWS, BLOCK_Q], tl.int32)
     for q0 in range(0, rows0, BLOCK_Q):
         q = q0 + tl.arange(0, BLOCK_Q)[None, :]
@@ -1627,11 +1704,7 @@ def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx,
     qcoff, _unused = _embed_rows(qc.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
     qci = tl.load(idx_ptr + qcoff, mask=qc < R, other=-1).to(tl.int32)
     rank += tl.sum(((qci == idx) & (qc < r)).to(tl.int32), axis=1, keep_dims=True)
-    key = tl.where(idx == padding_idx, NW, idx)
     pos = tl.load(start_ptr + key, mask=r_ok, other=0) + rank
-    placed = r_ok
-    if SINGLES:
-        placed = r_ok & (tl.load(cnt_ptr + key, mask=r_ok, other=0) >= 2)
     tl.store(order_ptr + pos, r, mask=placed)
     tl.store(order_ptr + R + pos, key, mask=placed)
 
@@ -1675,9 +1748,9 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 
 @triton.jit
 def _embed_seg_kernel(g_ptr, order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0,
-                      SG1, SG2, SG3, SGD, NCP, T: tl.constexpr, BLOCK_C: tl.constexpr,
+                      SG1, SG2, SG3, SGD, NCP, P, T: tl.constexpr, BLOCK_C: tl.constexpr,
                       TC: tl.constexpr, CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr,
-                      STAGES: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
+                      STAGES: tl.constexpr, LONE: tl.constexpr, PDL_WAIT: tl.constexpr,
                       PDL_NEXT: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
@@ -1688,28 +1761,29 @@ def _embed_seg_kernel(g_ptr, order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, 
     in part[0, tile], and the part of one that began in an earlier tile goes to part[1, tile],
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
     took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
-    Program t * NCP + b does tile t's column blocks b * COL_STEPS and on, in turn (STAGES of
-    them in flight), its positions' keys and rows loaded once. SINGLES: only the first
-    start[NW + 1] of the R places hold rows; the programs of tiles past them leave at once,
-    without waiting (the scan is done: the rank kernel's programs waited for it). The others,
-    and program 0 always (so that this grid ends after the rank kernel's), wait for the rank
+    Work item u (of the grid's P programs, program p does items p, p + P, ...) is tile
+    u // NCP's column blocks (u % NCP) * COL_STEPS and on, in turn (STAGES of them in flight),
+    its positions' keys and rows loaded once. LONE > 0: only the first start[NW + 1] of the R
+    places hold rows; a program with no item in the tiles they fill leaves at once, without
+    waiting (the scan is done: the rank kernel's programs waited for it). The others, and
+    program 0 always (so that this grid ends after the rank kernel's), wait for the rank
     kernel, then let the fix kernel's launch start (PDL_NEXT), whose programs mostly leave
     at once too."""
     pid = tl.program_id(0)
-    t = pid // NCP
-    M = _embed_placed(start_ptr, R, NW, SINGLES)
-    if (t * T < M) | (pid == 0):
+    M = _embed_placed(start_ptr, R, NW, LONE)
+    work = tl.cdiv(M, T) * NCP
+    if (pid < work) | (pid == 0):
         _pdl_enter(PDL_WAIT, PDL_NEXT)
-    if t * T < M:
-        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, pid % NCP, tl.cdiv(R, T), M, R,
-                        D, NW, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, T, BLOCK_C, TC, CHECK_SUMS,
-                        COL_STEPS, STAGES)
+    for u in range(pid, work, P):
+        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, u // NCP, u % NCP, tl.cdiv(R, T),
+                        M, R, D, NW, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, T, BLOCK_C, TC,
+                        CHECK_SUMS, COL_STEPS, STAGES)
 
 
 @triton.jit
-def _embed_placed(start_ptr, R, NW, SINGLES: tl.constexpr):
-    """How many sorted places hold rows: R, or (SINGLES) the scan's total."""
-    if SINGLES:
+def _embed_placed(start_ptr, R, NW, LONE: tl.constexpr):
+    """How many sorted places hold rows: R, or (LONE > 0) the scan's total."""
+    if LONE > 0:
         return tl.load(start_ptr + NW + 1)
     else:
         return R
@@ -1773,27 +1847,29 @@ def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, b, NT, M, R, D, NW, 
 
 
 @triton.jit
-def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, NT, T: tl.constexpr,
-                      BLOCK_C: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr):
-    """Step 5, launched while the segment kernel runs: program t + NT * b fixes tile t's column
-    block b (`_embed_fix_tile`) after waiting for the segment kernel. One whose tile has
-    nothing to fix leaves without waiting (the keys it reads are the rank kernel's, done
-    before the segment kernel let this launch start), except program 0, so that this grid
-    ends after the segment kernel's."""
+def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, NT, P, T: tl.constexpr,
+                      BLOCK_C: tl.constexpr, LONE: tl.constexpr, PDL_WAIT: tl.constexpr):
+    """Step 5, launched while the segment kernel runs: work item u (of the grid's P programs,
+    program p does items p, p + P, ...) is tile u % NM's column block u // NM, NM the tiles
+    the sorted places fill, fixed (`_embed_fix_tile`) after waiting for the segment kernel.
+    A tile with nothing to fix is passed without waiting (the keys it reads are the rank
+    kernel's, done before the segment kernel let this launch start); program 0 always waits,
+    so that this grid ends after the segment kernel's."""
     pid = tl.program_id(0)
-    t = pid % NT
-    M = _embed_placed(start_ptr, R, NW, SINGLES)
-    at = tl.minimum(t * T, tl.maximum(M - 1, 0))  # (tiles past M read in bounds, then stop)
-    first = tl.load(order_ptr + R + at)
-    before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(at - 1, 0)) == first)
-    last = tl.maximum(tl.minimum(t * T + T, M) - 1, 0)
-    goes_on = (last + 1 < M) & (tl.load(order_ptr + R + last) == first) & (
-        tl.load(order_ptr + R + tl.minimum(last + 1, tl.maximum(M - 1, 0))) == first)
-    fix = (t * T < M) & before & ~goes_on & (first < NW)
-    if fix | (pid == 0):
+    M = _embed_placed(start_ptr, R, NW, LONE)
+    NM = tl.cdiv(M, T)
+    if pid == 0:
         _pdl_enter(PDL_WAIT, False)
-    if fix:
-        _embed_fix_tile(out_ptr, part_ptr, start_ptr, first, t, pid // NT, NT, D, T, BLOCK_C)
+    for u in range(pid, NM * tl.cdiv(D, BLOCK_C), P):
+        t = u % NM
+        first = tl.load(order_ptr + R + t * T)
+        before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(t * T - 1, 0)) == first)
+        last = tl.minimum(t * T + T, M) - 1
+        goes_on = (last + 1 < M) & (tl.load(order_ptr + R + last) == first) & (
+            tl.load(order_ptr + R + tl.minimum(last + 1, M - 1)) == first)
+        if before & ~goes_on & (first < NW):
+            _pdl_enter(PDL_WAIT, False)
+            _embed_fix_tile(out_ptr, part_ptr, start_ptr, first, t, u // NM, NT, D, T, BLOCK_C)
 
 
 @triton.jit
@@ -1893,12 +1969,24 @@ _PDL_WAITS_LATER = ("_embed_rank_kernel", "_embed_seg_kernel", "_embed_fix_kerne
 # whole op, off / on (§34): [4,2048,2048] bf16 74.0 / 63.7 us, [8,1024,768] bf16 49.6 / 46.7,
 # [8,512,768] f32 48.7 / 47.7, Zipf 1.1 78.0 / 77.2
 _EMBED_SINGLES = True
-# grad elements per program and step of `_embed_copy_singles` (whole rows up to this many).
+# grad elements per program and step of `_embed_copy_lone` (whole rows up to this many).
 # H200, 512/1024/2048/4096/8192 (§34): [4,2048,2048] bf16 66.3/65.0/63.7/65.3/86.8 us,
 # [8,1024,768] bf16 51.4/51.2/46.7/56.6/72.5; since the fill streams beside the scan (§35),
 # 1024/2048: [4,2048,2048] bf16 59.5-59.9/62.1-62.4, [8,1024,768] bf16 42.9-43.1/45.8-46.0,
 # [8,512,768] f32 44.5-44.6/45.1-45.3
 _EMBED_SINGLES_TILE = 1024
+# with _EMBED_SINGLES, weight rows named 2 to this many times (at most 10, where CUDA eager sums
+# its sorted rows in one fp32 partial sum) are summed, in index order, by the fill program of
+# their first index position, which finds the later ones by scanning the indices after it (the
+# count kernel records each weight row's first position); only rows of weight rows named more
+# often are sorted, and a rank program none of whose rows is sorted skips its compares. 1: only
+# lone rows (session 27's path). Indices scanned per step: _EMBED_FEW_SCAN
+_EMBED_FEW = 8
+_EMBED_FEW_SCAN = 1024
+# > 0: programs per SM of the segment and fix grids, which loop over their work items (the
+# sorted tiles' column blocks); 0: a program per item of every tile the R places could fill
+# (most leave at once when few rows are sorted)
+_EMBED_TAIL_PER_SM = 0
 
 
 def _embed_zero_tile():
@@ -1927,17 +2015,19 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     dtype, device = grad_output.dtype, grad_output.device
     out = torch.empty((num_weights, D), dtype=dtype, device=device)  # see _EMBED_ZERO_ROWS
     singles = bool(_EMBED_SINGLES and _EMBED_ZERO_ROWS)
-    cnt = torch.zeros((num_weights + 1,), dtype=torch.int32, device=device)
+    lone = max(1, min(_EMBED_FEW, 10)) if singles else 0  # see _EMBED_FEW
+    # counts, and (lone > 1) each key's first position as R - position, zeroed in one fill
+    cnt = torch.zeros((2 if lone > 1 else 1, num_weights + 1), dtype=torch.int32, device=device)
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
     block = max(32, min(_pow2(R), _EMBED_COUNT_BLOCK))
-    _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, R, num_weights, padding_idx,
-                                                 *geometry[:7], BLOCK=block, PDL_NEXT=pdl,
-                                                 num_warps=4)
+    _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, cnt[-1], R, num_weights,
+                                                 padding_idx, *geometry[:7], BLOCK=block,
+                                                 FIRST=lone > 1, PDL_NEXT=pdl, num_warps=4)
     scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
     _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](cnt, start, num_weights + 1, BLOCK=scan,
                                                         STEP=4 * scan if _INTERPRET else
-                                                        _EMBED_SCAN_STEP, SINGLES=singles,
+                                                        _EMBED_SCAN_STEP, LONE=lone,
                                                         PDL_NEXT=pdl,
                                                         num_warps=_EMBED_SCAN_WARPS,
                                                         **_pdl_launch(pdl))
@@ -1948,29 +2038,35 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     nz = _cdiv(num_weights, zr) if _EMBED_ZERO_ROWS else _cdiv(out.numel(), zb)
     ct = 256 if _INTERPRET else _EMBED_SINGLES_TILE
     cc = min(_pow2(D), ct)
-    cr = max(1, ct // cc)  # index positions per program of `_embed_copy_singles`
+    cr = max(1, ct // cc)  # index positions per program of `_embed_copy_lone`
     copies = _cdiv(R, cr) if singles else 0
     zr = zr if _EMBED_ZERO_ROWS else 0  # (0: `_embed_fill` zeroes flat blocks)
+    scan_few = min(_pow2(R), 64 if _INTERPRET else _EMBED_FEW_SCAN)
     _embed_rank_kernel[(ranks + copies + nz,)](
-        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt,
+        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, cnt[-1],
         grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
-        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc,
-        SINGLES=singles, PDL_NEXT=pdl, num_warps=4,
-        **_pdl_launch(pdl))
+        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc, LONE=lone, SCAN=scan_few,
+        FS=_pow2(max(lone - 1, 1)), PDL_NEXT=pdl, num_warps=4, **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     nt, ncb = _cdiv(R, tile), _cdiv(D, bc)
     steps = max(1, min(_EMBED_SEG_COL_STEPS, ncb))
     ncp = _cdiv(ncb, steps)
     part = torch.empty((2, nt, D), dtype=torch.float32, device=device)
-    _embed_seg_kernel[(nt * ncp,)](
+    seg_grid, fix_grid = nt * ncp, nt * ncb
+    if _EMBED_TAIL_PER_SM > 0:  # (one "SM" in Triton's interpreter)
+        sms = 1 if _INTERPRET else torch.cuda.get_device_properties(device).multi_processor_count
+        cap = _EMBED_TAIL_PER_SM * sms
+        seg_grid, fix_grid = min(seg_grid, cap), min(fix_grid, cap)
+    _embed_seg_kernel[(seg_grid,)](
         grad_output, order, start, out, part, R, D, num_weights, *geometry[:3], *geometry[7:],
-        ncp, T=tile, BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS),
-        COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES, SINGLES=singles, num_warps=_EMBED_SEG_WARPS,
-        PDL_NEXT=pdl, **_pdl_launch(pdl),
+        ncp, seg_grid, T=tile, BLOCK_C=bc, TC=not _INTERPRET,
+        CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES,
+        LONE=lone, num_warps=_EMBED_SEG_WARPS, PDL_NEXT=pdl, **_pdl_launch(pdl),
         **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
-    _embed_fix_kernel[(nt * ncb,)](order, start, out, part, R, D, num_weights, nt, T=tile,
-                                   BLOCK_C=bc, SINGLES=singles, num_warps=4, **_pdl_launch(pdl))
+    _embed_fix_kernel[(fix_grid,)](order, start, out, part, R, D, num_weights, nt, fix_grid,
+                                   T=tile, BLOCK_C=bc, LONE=lone, num_warps=4,
+                                   **_pdl_launch(pdl))
     return out
 
 
