@@ -1546,7 +1546,8 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
                        NRANK, NCOPY, NZERO, D, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
                        ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
                        CC: tl.constexpr, LONE: tl.constexpr, SCAN: tl.constexpr,
-                       FS: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+                       FS: tl.constexpr, OC: tl.constexpr, PDL_WAIT: tl.constexpr,
+                       PDL_NEXT: tl.constexpr):
     """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the weight rows named at
     most LONE times, then the zeros); the others rank rows. The segment kernel's launch may
     start (PDL_NEXT) once every program has done its work: a grid of many waves whose
@@ -1555,7 +1556,7 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
     if pid >= NRANK:
         _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, first_ptr, g_ptr, zero_ptr, R, NW,
                     padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO,
-                    D, ZB, ZR, ZC, CR, CC, LONE, SCAN, FS)
+                    D, ZB, ZR, ZC, CR, CC, LONE, SCAN, FS, OC)
     else:
         _pdl_enter(PDL_WAIT, False)
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3,
@@ -1567,7 +1568,8 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
 def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, R, NW, padding_idx, I1,
                 I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB: tl.constexpr,
                 ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
-                LONE: tl.constexpr, SCAN: tl.constexpr, FS: tl.constexpr):
+                LONE: tl.constexpr, SCAN: tl.constexpr, FS: tl.constexpr,
+                OC: tl.constexpr):
     """Fill unit u of the sorted path's output: below NCOPY, the weight rows of index positions
     [u * CR, (u + 1) * CR) named at most LONE times (`_embed_copy_lone`); then the zeros of
     weight rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These
@@ -1584,14 +1586,14 @@ def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, R, NW, pa
     elif LONE > 0:
         _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, u, R, padding_idx, I1, I2,
                          I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR, CC, LONE, SCAN,
-                         FS)
+                         FS, OC)
 
 
 @triton.jit
 def _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, c, R, padding_idx, I1, I2, I3,
                      SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR: tl.constexpr,
                      CC: tl.constexpr, LONE: tl.constexpr, SCAN: tl.constexpr,
-                     FS: tl.constexpr):
+                     FS: tl.constexpr, OC: tl.constexpr):
     """Index positions [c * CR, (c + 1) * CR): one whose weight row no other position names
     copies its grad row there (0 + g in fp32, as the sums give it: -0 becomes +0, NaN and
     infinities stay), read in index order (whole rows, CC columns a step), stored where the
@@ -1622,42 +1624,45 @@ def _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, c, R, padding_
                                tl.sum(tl.where(lane == q, idx, 0), 0),
                                tl.sum(tl.where(lane == q, cnt, 0), 0),
                                tl.sum(tl.where(lane == q, goff, 0), 0), R, I1, I2, I3, SI0, SI1,
-                               SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CC, LONE, SCAN, FS)
+                               SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, OC, LONE, SCAN, FS)
 
 
 @triton.jit
 def _embed_sum_few(idx_ptr, g_ptr, out_ptr, r, w, k, goff, R, I1, I2, I3, SI0, SI1, SI2, SI3,
-                   SG0, SG1, SG2, SG3, SGD, D, CC: tl.constexpr, LONE: tl.constexpr,
+                   SG0, SG1, SG2, SG3, SGD, D, OC: tl.constexpr, LONE: tl.constexpr,
                    SCAN: tl.constexpr, FS: tl.constexpr):
     """Weight row w, named k times (2 <= k <= LONE), first by index position r (grad row at
-    goff): the k - 1 later positions found by scanning the indices after r, SCAN at a time,
-    then the grad rows summed in index order in fp32 from 0 and rounded once: CUDA eager's
-    arithmetic for a weight row named at most 10 times (its partial sums of up to 10 sorted
-    rows). The later rows' loads are all issued before the adds (masked past k - 1)."""
+    goff): the k - 1 later positions found by scanning the indices after r, SCAN at a time
+    (each hit taken as the least position past the last one), then the grad rows summed in
+    index order in fp32 from 0 and rounded once, OC columns a step: CUDA eager's arithmetic for
+    a weight row named at most 10 times (its partial sums of up to 10 sorted rows). The later
+    rows' loads are all issued before the adds (masked past k - 1). Small vectors only: this
+    runs in the rank kernel's launch, whose fill programs need the registers to be few (with
+    a [FS, SCAN] scatter of the hits it took 108 per thread against 34, and the fill slowed)."""
     lane = tl.arange(0, FS)
     later = tl.zeros([FS], tl.int64)  # their positions, in order
     found = tl.sum(lane * 0, axis=0)
+    last = r
     q0 = r + 1
     while (found < k - 1) & (q0 < R):
         q = q0 + tl.arange(0, SCAN)
         qoff, _ = _embed_rows(q, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
         hit = (q < R) & (tl.load(idx_ptr + qoff, mask=q < R, other=-1).to(tl.int32) == w)
-        h = hit.to(tl.int32)
-        at = found + tl.cumsum(h, axis=0) - 1
-        pick = hit[None, :] & (at[None, :] == lane[:, None])
-        later += tl.sum(tl.where(pick, q[None, :], 0), axis=1)
-        found += tl.sum(h, axis=0)
+        for _h in range(tl.sum(hit.to(tl.int32), axis=0)):
+            last = tl.min(tl.where(hit & (q > last), q, R), axis=0)
+            later = tl.where(lane == found, last, later)
+            found += 1
         q0 += SCAN
     _, gq = _embed_rows(later, I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
     DT: tl.constexpr = out_ptr.dtype.element_ty
-    for c0 in range(0, D, CC):
-        cols = c0 + tl.arange(0, CC)
+    for c0 in range(0, D, OC):
+        cols = c0 + tl.arange(0, OC)
         col_ok = cols < D
         cs = cols.to(tl.int64) * SGD
         acc = tl.load(g_ptr + goff + cs, mask=col_ok, other=0).to(tl.float32) + 0.0
         for j in tl.static_range(LONE - 1):
             gj = tl.sum(tl.where(lane == j, gq, 0), axis=0)
-            live = col_ok & (tl.full([CC], j, tl.int32) < k - 1)
+            live = col_ok & (tl.full([OC], j, tl.int32) < k - 1)
             acc += tl.load(g_ptr + gj + cs, mask=live, other=0).to(tl.float32)
         tl.store(out_ptr + w.to(tl.int64) * D + cols, acc.to(DT), mask=col_ok)
 
@@ -1980,9 +1985,11 @@ _EMBED_SINGLES_TILE = 1024
 # their first index position, which finds the later ones by scanning the indices after it (the
 # count kernel records each weight row's first position); only rows of weight rows named more
 # often are sorted, and a rank program none of whose rows is sorted skips its compares. 1: only
-# lone rows (session 27's path). Indices scanned per step: _EMBED_FEW_SCAN
+# lone rows (session 27's path). Indices scanned per step, and columns summed per step (small:
+# the rank kernel's registers are those of its costliest path)
 _EMBED_FEW = 8
-_EMBED_FEW_SCAN = 1024
+_EMBED_FEW_SCAN = 256
+_EMBED_FEW_COLS = 128
 # > 0: programs per SM of the segment and fix grids, which loop over their work items (the
 # sorted tiles' column blocks); 0: a program per item of every tile the R places could fill
 # (most leave at once when few rows are sorted)
@@ -2041,12 +2048,13 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     cr = max(1, ct // cc)  # index positions per program of `_embed_copy_lone`
     copies = _cdiv(R, cr) if singles else 0
     zr = zr if _EMBED_ZERO_ROWS else 0  # (0: `_embed_fill` zeroes flat blocks)
-    scan_few = min(_pow2(R), 64 if _INTERPRET else _EMBED_FEW_SCAN)
+    scan_few = min(_pow2(R), 32 if _INTERPRET else _EMBED_FEW_SCAN)
     _embed_rank_kernel[(ranks + copies + nz,)](
         indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, cnt[-1],
         grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
         BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc, LONE=lone, SCAN=scan_few,
-        FS=_pow2(max(lone - 1, 1)), PDL_NEXT=pdl, num_warps=4, **_pdl_launch(pdl))
+        FS=_pow2(max(lone - 1, 1)), OC=min(_pow2(D), 64 if _INTERPRET else _EMBED_FEW_COLS),
+        PDL_NEXT=pdl, num_warps=4, **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     nt, ncb = _cdiv(R, tile), _cdiv(D, bc)
