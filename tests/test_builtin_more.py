@@ -609,12 +609,13 @@ def _sequential_sums(grad, index, num_weights, padding):
 def test_embedding_backward_sorted_path_sums_few_named_rows_in_index_order(
     dtype, width, tail
 ) -> None:
-    """A weight row named 2 to `_EMBED_FEW` (8) times is summed by the fill program of its first
-    index position, which finds the later ones by scanning the indices after it: on junk
-    memory, the same bits as fp32 sums in index order rounded once (eager's arithmetic), with
-    the later positions chunks of indices away (64 a scan step here), a NaN, +inf meeting -inf,
-    -0 grads, several owners in one program (24 columns: 8 positions a program) or one owner
-    over two column steps (300 columns), and the padding row named three times left zero. A
+    """A weight row named 2 to `_EMBED_FEW` (8) times is summed by the fill program of the
+    position heading the list of its positions (linked by the count kernel, in the atomics'
+    order), which walks the list and sorts it: on junk memory, the same bits as fp32 sums in
+    index order rounded once (eager's arithmetic), with positions far apart, a NaN, +inf
+    meeting -inf, -0 grads, several heads in one program (24 columns: 8 positions a program)
+    or one head over several column steps (300 columns), and the padding row named three times
+    left zero. A
     row named 9 times is sorted and summed by tiles as before, also with the segment and fix
     grids capped at one program per "SM" (one in the interpreter), each looping over its
     items."""

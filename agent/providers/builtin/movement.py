@@ -1490,14 +1490,15 @@ def _embed_fold_kernel(g_ptr, link_ptr, term_ptr, out_ptr, R, D,
 
 
 @triton.jit
-def _embed_sort_count_kernel(idx_ptr, cnt_ptr, first_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
-                             SI1, SI2, SI3, BLOCK: tl.constexpr, FIRST: tl.constexpr,
+def _embed_sort_count_kernel(idx_ptr, cnt_ptr, head_ptr, next_ptr, R, NW, padding_idx, I1, I2,
+                             I3, SI0, SI1, SI2, SI3, BLOCK: tl.constexpr, LINK: tl.constexpr,
                              PDL_NEXT: tl.constexpr):
     """Sorted path, step 1: cnt[key] += 1 per index (integer atomics: the same counts in any
     order). A row's key is its weight row, or NW when it is padding_idx (sorted last, summed
-    into nothing). FIRST: also first[key] = R - (the key's first index position), by atomic
-    max over zeros (`_embed_copy_lone`'s owners). PDL_NEXT: the scan's launch may start at once
-    (it waits for the counts)."""
+    into nothing). LINK: also a list of each key's positions, in whatever order the atomics
+    take them: head[key] = 1 + the last position listed (over zeros), next[r] = 1 + the one
+    listed before r, 0 at the end (`_embed_copy_lone`'s sums walk it). PDL_NEXT: the scan's
+    launch may start at once (it waits for the counts)."""
     _pdl_enter(False, PDL_NEXT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = rows < R
@@ -1505,8 +1506,9 @@ def _embed_sort_count_kernel(idx_ptr, cnt_ptr, first_ptr, R, NW, padding_idx, I1
     idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
     key = tl.where(idx == padding_idx, NW, idx)
     tl.atomic_add(cnt_ptr + key, tl.full([BLOCK], 1, tl.int32), mask=ok)
-    if FIRST:
-        tl.atomic_max(first_ptr + key, (R - rows).to(tl.int32), mask=ok)
+    if LINK:
+        before = tl.atomic_xchg(head_ptr + key, (rows + 1).to(tl.int32), mask=ok)
+        tl.store(next_ptr + rows, before, mask=ok)
 
 
 @triton.jit
@@ -1542,10 +1544,10 @@ def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.cons
 
 @triton.jit
 def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
-                       SI2, SI3, zero_ptr, cnt_ptr, first_ptr, g_ptr, SG0, SG1, SG2, SG3, SGD,
-                       NRANK, NCOPY, NZERO, D, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
-                       ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
-                       CC: tl.constexpr, LONE: tl.constexpr, SCAN: tl.constexpr,
+                       SI2, SI3, zero_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, SG0, SG1, SG2,
+                       SG3, SGD, NRANK, NCOPY, NZERO, D, ROWS: tl.constexpr,
+                       BLOCK_Q: tl.constexpr, ZB: tl.constexpr, ZR: tl.constexpr,
+                       ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, LONE: tl.constexpr,
                        FS: tl.constexpr, OC: tl.constexpr, PDL_WAIT: tl.constexpr,
                        PDL_NEXT: tl.constexpr):
     """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the weight rows named at
@@ -1554,9 +1556,9 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
     dependents started early would have them waiting in slots its own programs need."""
     pid = tl.program_id(0)
     if pid >= NRANK:
-        _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, first_ptr, g_ptr, zero_ptr, R, NW,
-                    padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO,
-                    D, ZB, ZR, ZC, CR, CC, LONE, SCAN, FS, OC)
+        _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, zero_ptr, R,
+                    NW, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                    NZERO, D, ZB, ZR, ZC, CR, CC, LONE, FS, OC)
     else:
         _pdl_enter(PDL_WAIT, False)
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3,
@@ -1565,40 +1567,39 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
 
 
 @triton.jit
-def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, R, NW, padding_idx, I1,
-                I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB: tl.constexpr,
-                ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
-                LONE: tl.constexpr, SCAN: tl.constexpr, FS: tl.constexpr,
-                OC: tl.constexpr):
+def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, R, NW,
+                padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D,
+                ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
+                CC: tl.constexpr, LONE: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr):
     """Fill unit u of the sorted path's output: below NCOPY, the weight rows of index positions
     [u * CR, (u + 1) * CR) named at most LONE times (`_embed_copy_lone`); then the zeros of
     weight rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These
-    read only the counts, first positions, indices and grads, so the rank kernel's fill
-    programs do not wait for the scan: that launch starts only once every scan program has
-    waited for the count kernel, and the fill streams beside the scan and the ranks. (Fill
-    programs in the segment launch, or in the fix launch beside the segment sums, measured
-    slower: BENCHMARKS §35.)"""
+    read only what the count kernel wrote, the indices and the grads, so the rank kernel's
+    fill programs do not wait for the scan: that launch starts only once every scan program
+    has waited for the count kernel, and the fill streams beside the scan and the ranks.
+    (Fill programs in the segment launch, or in the fix launch beside the segment sums,
+    measured slower: BENCHMARKS §35.)"""
     if u >= NCOPY:
         if ZR > 0:
             _embed_zero_rows(out_ptr, cnt_ptr, u - NCOPY, NW, D, ZR, ZC)
         else:
             _embed_zero_block(out_ptr, u - NCOPY, NZERO, ZB)
     elif LONE > 0:
-        _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, u, R, padding_idx, I1, I2,
-                         I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR, CC, LONE, SCAN,
-                         FS, OC)
+        _embed_copy_lone(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, u, R,
+                         padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D,
+                         CR, CC, LONE, FS, OC)
 
 
 @triton.jit
-def _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, c, R, padding_idx, I1, I2, I3,
-                     SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR: tl.constexpr,
-                     CC: tl.constexpr, LONE: tl.constexpr, SCAN: tl.constexpr,
-                     FS: tl.constexpr, OC: tl.constexpr):
+def _embed_copy_lone(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, c, R, padding_idx,
+                     I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D,
+                     CR: tl.constexpr, CC: tl.constexpr, LONE: tl.constexpr, FS: tl.constexpr,
+                     OC: tl.constexpr):
     """Index positions [c * CR, (c + 1) * CR): one whose weight row no other position names
     copies its grad row there (0 + g in fp32, as the sums give it: -0 becomes +0, NaN and
     infinities stay), read in index order (whole rows, CC columns a step), stored where the
-    index says. One whose weight row is named 2 to LONE times, and first by it, sums that
-    weight row (`_embed_sum_few`); the other positions of such a row do nothing here."""
+    index says. One whose weight row is named 2 to LONE times, and heads that row's list of
+    positions, sums it (`_embed_sum_few`); the other positions of such a row do nothing."""
     rows = c.to(tl.int64) * CR + tl.arange(0, CR)
     ok = rows < R
     ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
@@ -1607,9 +1608,9 @@ def _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, c, R, padding_
     cnt = tl.load(cnt_ptr + idx, mask=named, other=0)
     one = cnt == 1
     DT: tl.constexpr = out_ptr.dtype.element_ty
-    if LONE > 1:  # (the first positions load beside the copies)
-        few = (cnt >= 2) & (cnt <= LONE)
-        own = few & (R - tl.load(first_ptr + idx, mask=few, other=0) == rows)
+    if LONE > 1:  # (the heads load beside the counts)
+        own = (cnt >= 2) & (cnt <= LONE) & (
+            tl.load(head_ptr + idx, mask=named, other=0) == rows + 1)
     for c0 in range(0, D, CC):
         cols = c0 + tl.arange(0, CC)
         m = one[:, None] & (cols < D)[None, :]
@@ -1620,49 +1621,43 @@ def _embed_copy_lone(idx_ptr, cnt_ptr, first_ptr, g_ptr, out_ptr, c, R, padding_
         lane = tl.arange(0, CR)
         for q in range(0, tl.max(tl.where(own, lane + 1, 0), axis=0)):
             if tl.max((own & (lane == q)).to(tl.int32), axis=0) > 0:
-                _embed_sum_few(idx_ptr, g_ptr, out_ptr, tl.sum(tl.where(lane == q, rows, 0), 0),
+                _embed_sum_few(next_ptr, g_ptr, out_ptr,
+                               tl.sum(tl.where(lane == q, rows, 0), 0).to(tl.int32),
                                tl.sum(tl.where(lane == q, idx, 0), 0),
-                               tl.sum(tl.where(lane == q, cnt, 0), 0),
-                               tl.sum(tl.where(lane == q, goff, 0), 0), R, I1, I2, I3, SI0, SI1,
-                               SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, OC, LONE, SCAN, FS)
+                               tl.sum(tl.where(lane == q, cnt, 0), 0), R, I1, I2, I3, SG0, SG1,
+                               SG2, SG3, SGD, D, LONE, FS, OC)
 
 
 @triton.jit
-def _embed_sum_few(idx_ptr, g_ptr, out_ptr, r, w, k, goff, R, I1, I2, I3, SI0, SI1, SI2, SI3,
-                   SG0, SG1, SG2, SG3, SGD, D, OC: tl.constexpr, LONE: tl.constexpr,
-                   SCAN: tl.constexpr, FS: tl.constexpr):
-    """Weight row w, named k times (2 <= k <= LONE), first by index position r (grad row at
-    goff): the k - 1 later positions found by scanning the indices after r, SCAN at a time
-    (each hit taken as the least position past the last one), then the grad rows summed in
-    index order in fp32 from 0 and rounded once, OC columns a step: CUDA eager's arithmetic for
-    a weight row named at most 10 times (its partial sums of up to 10 sorted rows). The later
-    rows' loads are all issued before the adds (masked past k - 1). Small vectors only: this
-    runs in the rank kernel's launch, whose fill programs need the registers to be few (with
-    a [FS, SCAN] scatter of the hits it took 108 per thread against 34, and the fill slowed)."""
+def _embed_sum_few(next_ptr, g_ptr, out_ptr, r, w, k, R, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, D,
+                   LONE: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr):
+    """Weight row w, named k times (2 <= k <= LONE), its list of positions headed by r: the
+    list walked (k - 1 dependent loads), its positions put in index order (each one's rank
+    among them), then their grad rows summed in that order in fp32 from 0 and rounded once,
+    OC columns a step: CUDA eager's arithmetic for a weight row named at most 10 times (its
+    partial sums of up to 10 sorted rows), whatever order the list holds them in. The rows'
+    loads are all issued before the adds (masked past k). Small vectors only: this runs in the
+    rank kernel's launch, whose fill programs need the registers to be few (a [FS, 1024]
+    scatter of scanned indices took 108 per thread against 34, and the fill slowed)."""
     lane = tl.arange(0, FS)
-    later = tl.zeros([FS], tl.int64)  # their positions, in order
-    found = tl.sum(lane * 0, axis=0)
-    last = r
-    q0 = r + 1
-    while (found < k - 1) & (q0 < R):
-        q = q0 + tl.arange(0, SCAN)
-        qoff, _ = _embed_rows(q, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
-        hit = (q < R) & (tl.load(idx_ptr + qoff, mask=q < R, other=-1).to(tl.int32) == w)
-        for _h in range(tl.sum(hit.to(tl.int32), axis=0)):
-            last = tl.min(tl.where(hit & (q > last), q, R), axis=0)
-            later = tl.where(lane == found, last, later)
-            found += 1
-        q0 += SCAN
-    _, gq = _embed_rows(later, I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
+    pos = tl.where(lane == 0, r, R)
+    p = r
+    for j in tl.static_range(1, LONE):
+        if j < k:
+            p = tl.load(next_ptr + p) - 1
+            pos = tl.where(lane == j, p, pos)
+    rank = tl.sum((pos[None, :] < pos[:, None]).to(tl.int32), axis=1)
+    order = tl.sum(tl.where(rank[:, None] == lane[None, :], pos[:, None], 0), axis=0)
+    _, gq = _embed_rows(order.to(tl.int64), I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
     DT: tl.constexpr = out_ptr.dtype.element_ty
     for c0 in range(0, D, OC):
         cols = c0 + tl.arange(0, OC)
         col_ok = cols < D
         cs = cols.to(tl.int64) * SGD
-        acc = tl.load(g_ptr + goff + cs, mask=col_ok, other=0).to(tl.float32) + 0.0
-        for j in tl.static_range(LONE - 1):
+        acc = tl.zeros([OC], tl.float32)
+        for j in tl.static_range(LONE):
             gj = tl.sum(tl.where(lane == j, gq, 0), axis=0)
-            live = col_ok & (tl.full([OC], j, tl.int32) < k - 1)
+            live = col_ok & (tl.full([OC], j, tl.int32) < k)
             acc += tl.load(g_ptr + gj + cs, mask=live, other=0).to(tl.float32)
         tl.store(out_ptr + w.to(tl.int64) * D + cols, acc.to(DT), mask=col_ok)
 
@@ -1982,13 +1977,11 @@ _EMBED_SINGLES = True
 _EMBED_SINGLES_TILE = 1024
 # with _EMBED_SINGLES, weight rows named 2 to this many times (at most 10, where CUDA eager sums
 # its sorted rows in one fp32 partial sum) are summed, in index order, by the fill program of
-# their first index position, which finds the later ones by scanning the indices after it (the
-# count kernel records each weight row's first position); only rows of weight rows named more
-# often are sorted, and a rank program none of whose rows is sorted skips its compares. 1: only
-# lone rows (session 27's path). Indices scanned per step, and columns summed per step (small:
+# the position heading the list of their positions that the count kernel links; only rows of
+# weight rows named more often are sorted, and a rank program none of whose rows is sorted
+# skips its compares. 1: only lone rows (session 27's path). Columns summed per step (few:
 # the rank kernel's registers are those of its costliest path)
 _EMBED_FEW = 8
-_EMBED_FEW_SCAN = 256
 _EMBED_FEW_COLS = 128
 # > 0: programs per SM of the segment and fix grids, which loop over their work items (the
 # sorted tiles' column blocks); 0: a program per item of every tile the R places could fill
@@ -2023,14 +2016,15 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     out = torch.empty((num_weights, D), dtype=dtype, device=device)  # see _EMBED_ZERO_ROWS
     singles = bool(_EMBED_SINGLES and _EMBED_ZERO_ROWS)
     lone = max(1, min(_EMBED_FEW, 10)) if singles else 0  # see _EMBED_FEW
-    # counts, and (lone > 1) each key's first position as R - position, zeroed in one fill
+    # counts, and (lone > 1) the heads of each key's list of positions, zeroed in one fill
     cnt = torch.zeros((2 if lone > 1 else 1, num_weights + 1), dtype=torch.int32, device=device)
+    nxt = torch.empty((R if lone > 1 else 1,), dtype=torch.int32, device=device)
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
     block = max(32, min(_pow2(R), _EMBED_COUNT_BLOCK))
-    _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, cnt[-1], R, num_weights,
+    _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, cnt[-1], nxt, R, num_weights,
                                                  padding_idx, *geometry[:7], BLOCK=block,
-                                                 FIRST=lone > 1, PDL_NEXT=pdl, num_warps=4)
+                                                 LINK=lone > 1, PDL_NEXT=pdl, num_warps=4)
     scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
     _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](cnt, start, num_weights + 1, BLOCK=scan,
                                                         STEP=4 * scan if _INTERPRET else
@@ -2048,12 +2042,11 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     cr = max(1, ct // cc)  # index positions per program of `_embed_copy_lone`
     copies = _cdiv(R, cr) if singles else 0
     zr = zr if _EMBED_ZERO_ROWS else 0  # (0: `_embed_fill` zeroes flat blocks)
-    scan_few = min(_pow2(R), 32 if _INTERPRET else _EMBED_FEW_SCAN)
     _embed_rank_kernel[(ranks + copies + nz,)](
         indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, cnt[-1],
-        grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
-        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc, LONE=lone, SCAN=scan_few,
-        FS=_pow2(max(lone - 1, 1)), OC=min(_pow2(D), 64 if _INTERPRET else _EMBED_FEW_COLS),
+        nxt, grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
+        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc, LONE=lone,
+        FS=_pow2(lone), OC=min(_pow2(D), 64 if _INTERPRET else _EMBED_FEW_COLS),
         PDL_NEXT=pdl, num_warps=4, **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
