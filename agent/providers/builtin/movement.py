@@ -1497,7 +1497,7 @@ def _embed_sort_count_kernel(idx_ptr, cnt_ptr, head_ptr, next_ptr, R, NW, paddin
     order). A row's key is its weight row, or NW when it is padding_idx (sorted last, summed
     into nothing). LINK: also a list of each key's positions, in whatever order the atomics
     take them: head[key] = 1 + the last position listed (over zeros), next[r] = 1 + the one
-    listed before r, 0 at the end (`_embed_copy_lone`'s sums walk it). PDL_NEXT: the scan's
+    listed before r, 0 at the end (`_embed_sum_few` walks it). PDL_NEXT: the scan's
     launch may start at once (it waits for the counts)."""
     _pdl_enter(False, PDL_NEXT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -1522,15 +1522,33 @@ def _embed_sorted_count(ptrs, mask, LONE: tl.constexpr):
 
 
 @triton.jit
-def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr,
-                       LONE: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
-    """Step 2: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]; program b writes its
-    BLOCK starts after summing every count before its block itself (STEP at a time: a few
+def _embed_scan_kernel(cnt_ptr, start_ptr, N, idx_ptr, head_ptr, next_ptr, g_ptr, out_ptr, NSCAN,
+                       R, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
+                       D, BLOCK: tl.constexpr, STEP: tl.constexpr, LONE: tl.constexpr,
+                       OR: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr,
+                       PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+    """Step 2: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]; program b < NSCAN writes
+    its BLOCK starts after summing every count before its block itself (STEP at a time: a few
     steps for a vocabulary of 50k; one program scanning all blocks in turn took 10.6 us).
     LONE > 0: counts of at most LONE count as 0 (those rows are not sorted; start[N] is how
-    many are).
+    many are). LONE > 1: programs NSCAN and on sum the weight rows named 2 to LONE times
+    (`_embed_own_rows`, OR index positions each) beside the rank kernel's fill, which this
+    launch lets start at once; only the rank programs that place rows wait for them.
     PDL_WAIT / PDL_NEXT: `_embed_sorted`'s dependent launches."""
     _pdl_enter(PDL_WAIT, PDL_NEXT)
+    if tl.program_id(0) >= NSCAN:
+        if LONE > 1:
+            _embed_own_rows(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr,
+                            tl.program_id(0) - NSCAN, R, padding_idx, I1, I2, I3, SI0, SI1, SI2,
+                            SI3, SG0, SG1, SG2, SG3, SGD, D, OR, LONE, FS, OC)
+    else:
+        _embed_scan_block(cnt_ptr, start_ptr, N, BLOCK, STEP, LONE)
+
+
+@triton.jit
+def _embed_scan_block(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr,
+                      LONE: tl.constexpr):
+    """`_embed_scan_kernel`'s starts of this program's block of keys."""
     b0 = tl.program_id(0) * BLOCK
     before = tl.zeros([STEP], tl.int32)
     for s0 in range(0, b0, STEP):
@@ -1544,88 +1562,93 @@ def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.cons
 
 @triton.jit
 def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1,
-                       SI2, SI3, zero_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, SG0, SG1, SG2,
-                       SG3, SGD, NRANK, NCOPY, NZERO, D, ROWS: tl.constexpr,
-                       BLOCK_Q: tl.constexpr, ZB: tl.constexpr, ZR: tl.constexpr,
-                       ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr, LONE: tl.constexpr,
-                       FS: tl.constexpr, OC: tl.constexpr, PDL_WAIT: tl.constexpr,
+                       SI2, SI3, zero_ptr, cnt_ptr, g_ptr, SG0, SG1, SG2, SG3, SGD, NRANK,
+                       NCOPY, NZERO, D, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
+                       ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
+                       CC: tl.constexpr, LONE: tl.constexpr, PDL_WAIT: tl.constexpr,
                        PDL_NEXT: tl.constexpr):
-    """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the weight rows named at
-    most LONE times, then the zeros); the others rank rows. The segment kernel's launch may
-    start (PDL_NEXT) once every program has done its work: a grid of many waves whose
-    dependents started early would have them waiting in slots its own programs need."""
+    """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the copies of weight rows
+    named once, then the zeros); the others rank rows (`_embed_rank_rows`). The segment
+    kernel's launch may start (PDL_NEXT) once every program has done its work: a grid of many
+    waves whose dependents started early would have them waiting in slots its own programs
+    need."""
     pid = tl.program_id(0)
     if pid >= NRANK:
-        _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, zero_ptr, R,
-                    NW, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                    NZERO, D, ZB, ZR, ZC, CR, CC, LONE, FS, OC)
+        _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, g_ptr, zero_ptr, R, NW, padding_idx,
+                    I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB, ZR,
+                    ZC, CR, CC, LONE)
     else:
-        _pdl_enter(PDL_WAIT, False)
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3,
-                         SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, LONE)
+                         SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, LONE, PDL_WAIT)
     _pdl_enter(False, PDL_NEXT)
 
 
 @triton.jit
-def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, R, NW,
-                padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D,
-                ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
-                CC: tl.constexpr, LONE: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr):
-    """Fill unit u of the sorted path's output: below NCOPY, the weight rows of index positions
-    [u * CR, (u + 1) * CR) named at most LONE times (`_embed_copy_lone`); then the zeros of
-    weight rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These
-    read only what the count kernel wrote, the indices and the grads, so the rank kernel's
-    fill programs do not wait for the scan: that launch starts only once every scan program
-    has waited for the count kernel, and the fill streams beside the scan and the ranks.
-    (Fill programs in the segment launch, or in the fix launch beside the segment sums,
-    measured slower: BENCHMARKS §35.)"""
+def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, g_ptr, out_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
+                SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB: tl.constexpr,
+                ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
+                LONE: tl.constexpr):
+    """Fill unit u of the sorted path's output: below NCOPY, the copies of index positions
+    [u * CR, (u + 1) * CR) whose weight row is named once (LONE > 0); then the zeros of weight
+    rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These read only
+    the counts (and the grads), so the rank kernel's fill programs do not wait for the scan:
+    that launch starts only once every scan program has waited for the count kernel, and the
+    fill streams beside the scan and the ranks. (Fill programs in the segment launch, or in
+    the fix launch beside the segment sums, measured slower: BENCHMARKS §35.)"""
     if u >= NCOPY:
         if ZR > 0:
             _embed_zero_rows(out_ptr, cnt_ptr, u - NCOPY, NW, D, ZR, ZC)
         else:
             _embed_zero_block(out_ptr, u - NCOPY, NZERO, ZB)
     elif LONE > 0:
-        _embed_copy_lone(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, u, R,
-                         padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D,
-                         CR, CC, LONE, FS, OC)
+        _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, u, R, NW, padding_idx, I1, I2, I3,
+                            SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR, CC)
 
 
 @triton.jit
-def _embed_copy_lone(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, c, R, padding_idx,
-                     I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D,
-                     CR: tl.constexpr, CC: tl.constexpr, LONE: tl.constexpr, FS: tl.constexpr,
-                     OC: tl.constexpr):
-    """Index positions [c * CR, (c + 1) * CR): one whose weight row no other position names
-    copies its grad row there (0 + g in fp32, as the sums give it: -0 becomes +0, NaN and
-    infinities stay), read in index order (whole rows, CC columns a step), stored where the
-    index says. One whose weight row is named 2 to LONE times, and heads that row's list of
-    positions, sums it (`_embed_sum_few`); the other positions of such a row do nothing."""
+def _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, c, R, NW, padding_idx, I1, I2, I3,
+                        SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR: tl.constexpr,
+                        CC: tl.constexpr):
+    """Index positions [c * CR, (c + 1) * CR) whose weight row no other position names: that
+    grad row is the weight row's sum (0 + g in fp32, as the sums give it: -0 becomes +0, NaN
+    and infinities stay). Read in index order (whole rows, CC columns a step), stored where
+    the index says."""
     rows = c.to(tl.int64) * CR + tl.arange(0, CR)
     ok = rows < R
     ioff, goff = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3)
     idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
     named = ok & (idx != padding_idx)
-    cnt = tl.load(cnt_ptr + idx, mask=named, other=0)
-    one = cnt == 1
+    one = named & (tl.load(cnt_ptr + idx, mask=named, other=0) == 1)
     DT: tl.constexpr = out_ptr.dtype.element_ty
-    if LONE > 1:  # (the heads load beside the counts)
-        own = (cnt >= 2) & (cnt <= LONE) & (
-            tl.load(head_ptr + idx, mask=named, other=0) == rows + 1)
     for c0 in range(0, D, CC):
         cols = c0 + tl.arange(0, CC)
         m = one[:, None] & (cols < D)[None, :]
         g = tl.load(g_ptr + goff[:, None] + cols.to(tl.int64)[None, :] * SGD, mask=m, other=0)
         tl.store(out_ptr + idx.to(tl.int64)[:, None] * D + cols[None, :],
                  (g.to(tl.float32) + 0.0).to(DT), mask=m)
-    if LONE > 1:
-        lane = tl.arange(0, CR)
-        for q in range(0, tl.max(tl.where(own, lane + 1, 0), axis=0)):
-            if tl.max((own & (lane == q)).to(tl.int32), axis=0) > 0:
-                _embed_sum_few(next_ptr, g_ptr, out_ptr,
-                               tl.sum(tl.where(lane == q, rows, 0), 0).to(tl.int32),
-                               tl.sum(tl.where(lane == q, idx, 0), 0),
-                               tl.sum(tl.where(lane == q, cnt, 0), 0), R, I1, I2, I3, SG0, SG1,
-                               SG2, SG3, SGD, D, LONE, FS, OC)
+
+
+@triton.jit
+def _embed_own_rows(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, c, R, padding_idx, I1,
+                    I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, OR: tl.constexpr,
+                    LONE: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr):
+    """Index positions [c * OR, (c + 1) * OR): one whose weight row is named 2 to LONE times,
+    and heads that row's list of positions, sums that weight row (`_embed_sum_few`)."""
+    rows = c.to(tl.int64) * OR + tl.arange(0, OR)
+    ok = rows < R
+    ioff, _ = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
+    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
+    named = ok & (idx != padding_idx)
+    cnt = tl.load(cnt_ptr + idx, mask=named, other=0)
+    own = (cnt >= 2) & (cnt <= LONE) & (tl.load(head_ptr + idx, mask=named, other=0) == rows + 1)
+    lane = tl.arange(0, OR)
+    for q in range(0, tl.max(tl.where(own, lane + 1, 0), axis=0)):
+        if tl.max((own & (lane == q)).to(tl.int32), axis=0) > 0:
+            _embed_sum_few(next_ptr, g_ptr, out_ptr,
+                           tl.sum(tl.where(lane == q, rows, 0), 0).to(tl.int32),
+                           tl.sum(tl.where(lane == q, idx, 0), 0),
+                           tl.sum(tl.where(lane == q, cnt, 0), 0), R, I1, I2, I3, SG0, SG1, SG2,
+                           SG3, SGD, D, LONE, FS, OC)
 
 
 @triton.jit
@@ -1636,9 +1659,11 @@ def _embed_sum_few(next_ptr, g_ptr, out_ptr, r, w, k, R, I1, I2, I3, SG0, SG1, S
     among them), then their grad rows summed in that order in fp32 from 0 and rounded once,
     OC columns a step: CUDA eager's arithmetic for a weight row named at most 10 times (its
     partial sums of up to 10 sorted rows), whatever order the list holds them in. The rows'
-    loads are all issued before the adds (masked past k). Small vectors only: this runs in the
-    rank kernel's launch, whose fill programs need the registers to be few (a [FS, 1024]
-    scatter of scanned indices took 108 per thread against 34, and the fill slowed)."""
+    loads are all issued before the adds (masked past k). It runs in the scan kernel's launch,
+    not among the rank kernel's fill programs: that kernel's registers would be its (34 -> 40
+    per thread at 128 columns a step, 108 with an earlier scan of the indices), and an owner
+    program 2048 columns wide held the fill's launch open (its rank launch 39 -> 50 us of
+    device time on the H200 for [4, 2048, 2048] bf16 grads, BENCHMARKS §36)."""
     lane = tl.arange(0, FS)
     pos = tl.where(lane == 0, r, R)
     p = r
@@ -1665,13 +1690,15 @@ def _embed_sum_few(next_ptr, g_ptr, out_ptr, r, w, k, R, I1, I2, I3, SG0, SG1, S
 @triton.jit
 def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
                      SI1, SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
-                     LONE: tl.constexpr):
+                     LONE: tl.constexpr, PDL_WAIT: tl.constexpr):
     """Step 3, a stable counting sort: row r goes to position start[key] + (rows before r with
     its key), so each weight row's rows lie together in index order: order[pos] = r and
     order[R + pos] = its key. Keys compare as the raw int32 indices (the padding mapping is
     one to one); each earlier index costs a compare and an add. LONE > 0: the rows of a key
-    named at most LONE times are not placed (the fill writes that weight row), and a program
-    none of whose rows is placed skips the compares."""
+    named at most LONE times are not placed (the fill or the scan launch writes that weight
+    row), and a program none of whose rows is placed leaves at once, without waiting for the
+    scan's launch (the counts it read are the count kernel's, done before that launch let this
+    one start), except program 0, so that this grid ends after the scan's launch."""
     rows0 = tl.program_id(0) * ROWS
     r = rows0 + tl.arange(0, ROWS)[:, None]
     r_ok = r < R
@@ -1681,7 +1708,10 @@ def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx,
     placed = r_ok
     if LONE > 0:
         placed = r_ok & (tl.load(cnt_ptr + key, mask=r_ok, other=0) > LONE)
-    if tl.max(tl.max(placed.to(tl.int32), axis=1), axis=0) > 0:
+    work = tl.max(tl.max(placed.to(tl.int32), axis=1), axis=0) > 0
+    if work | (tl.program_id(0) == 0):
+        _pdl_enter(PDL_WAIT, False)
+    if work:
         _embed_rank_place(idx_ptr, start_ptr, order_ptr, rows0, r, idx, key, placed, R, I1, I2,
                           I3, SI0, SI1, SI2, SI3, ROWS, BLOCK_Q)
 
@@ -1969,20 +1999,22 @@ _PDL_WAITS_LATER = ("_embed_rank_kernel", "_embed_seg_kernel", "_embed_fix_kerne
 # whole op, off / on (§34): [4,2048,2048] bf16 74.0 / 63.7 us, [8,1024,768] bf16 49.6 / 46.7,
 # [8,512,768] f32 48.7 / 47.7, Zipf 1.1 78.0 / 77.2
 _EMBED_SINGLES = True
-# grad elements per program and step of `_embed_copy_lone` (whole rows up to this many).
+# grad elements per program and step of `_embed_copy_singles` (whole rows up to this many).
 # H200, 512/1024/2048/4096/8192 (§34): [4,2048,2048] bf16 66.3/65.0/63.7/65.3/86.8 us,
 # [8,1024,768] bf16 51.4/51.2/46.7/56.6/72.5; since the fill streams beside the scan (§35),
 # 1024/2048: [4,2048,2048] bf16 59.5-59.9/62.1-62.4, [8,1024,768] bf16 42.9-43.1/45.8-46.0,
 # [8,512,768] f32 44.5-44.6/45.1-45.3
 _EMBED_SINGLES_TILE = 1024
 # with _EMBED_SINGLES, weight rows named 2 to this many times (at most 10, where CUDA eager sums
-# its sorted rows in one fp32 partial sum) are summed, in index order, by the fill program of
-# the position heading the list of their positions that the count kernel links; only rows of
-# weight rows named more often are sorted, and a rank program none of whose rows is sorted
-# skips its compares. 1: only lone rows (session 27's path). Columns summed per step (few:
-# the rank kernel's registers are those of its costliest path)
+# its sorted rows in one fp32 partial sum) are summed, in index order, by extra programs of the
+# scan kernel's launch (beside the rank kernel's fill), each weight row by the program of the
+# position heading the list of its positions that the count kernel links; only rows of weight
+# rows named more often are sorted, and a rank program none of whose rows is sorted leaves
+# without waiting. 1: only lone rows (session 27's path). Index positions per program and
+# columns per step of those sums
 _EMBED_FEW = 8
-_EMBED_FEW_COLS = 128
+_EMBED_FEW_ROWS = 16
+_EMBED_FEW_COLS = 1024
 # > 0: programs per SM of the segment and fix grids, which loop over their work items (the
 # sorted tiles' column blocks); 0: a program per item of every tile the R places could fill
 # (most leave at once when few rows are sorted)
@@ -2026,12 +2058,15 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
                                                  padding_idx, *geometry[:7], BLOCK=block,
                                                  LINK=lone > 1, PDL_NEXT=pdl, num_warps=4)
     scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
-    _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](cnt, start, num_weights + 1, BLOCK=scan,
-                                                        STEP=4 * scan if _INTERPRET else
-                                                        _EMBED_SCAN_STEP, LONE=lone,
-                                                        PDL_NEXT=pdl,
-                                                        num_warps=_EMBED_SCAN_WARPS,
-                                                        **_pdl_launch(pdl))
+    nscan = _cdiv(num_weights + 1, scan)
+    own_rows = max(1, _EMBED_FEW_ROWS)
+    owners = _cdiv(R, own_rows) if lone > 1 else 0
+    _embed_scan_kernel[(nscan + owners,)](
+        cnt, start, num_weights + 1, indices, cnt[-1], nxt, grad_output, out, nscan, R,
+        padding_idx, *geometry, D, BLOCK=scan, STEP=4 * scan if _INTERPRET else _EMBED_SCAN_STEP,
+        LONE=lone, OR=_pow2(own_rows), FS=_pow2(lone),
+        OC=min(_pow2(D), 64 if _INTERPRET else _EMBED_FEW_COLS), PDL_NEXT=pdl,
+        num_warps=_EMBED_SCAN_WARPS, **_pdl_launch(pdl))
     rows = _EMBED_RANK_ROWS
     ranks, zb = _cdiv(R, rows), _embed_zero_tile()
     zc = min(_pow2(D), zb // 4)
@@ -2039,15 +2074,14 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     nz = _cdiv(num_weights, zr) if _EMBED_ZERO_ROWS else _cdiv(out.numel(), zb)
     ct = 256 if _INTERPRET else _EMBED_SINGLES_TILE
     cc = min(_pow2(D), ct)
-    cr = max(1, ct // cc)  # index positions per program of `_embed_copy_lone`
+    cr = max(1, ct // cc)  # index positions per program of `_embed_copy_singles`
     copies = _cdiv(R, cr) if singles else 0
     zr = zr if _EMBED_ZERO_ROWS else 0  # (0: `_embed_fill` zeroes flat blocks)
     _embed_rank_kernel[(ranks + copies + nz,)](
-        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt, cnt[-1],
-        nxt, grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
-        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc, LONE=lone,
-        FS=_pow2(lone), OC=min(_pow2(D), 64 if _INTERPRET else _EMBED_FEW_COLS),
-        PDL_NEXT=pdl, num_warps=4, **_pdl_launch(pdl))
+        indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt,
+        grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
+        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc, LONE=lone, PDL_NEXT=pdl,
+        num_warps=4, **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     nt, ncb = _cdiv(R, tile), _cdiv(D, bc)
