@@ -193,27 +193,3 @@ def test_sorted_path_output_is_whole_for_the_next_kernel_on_the_stream(pairs, tm
     for _ in range(5):
         seen = kernel(grad, index, weights, -1, False).clone()
         assert torch.equal(seen, want)
-
-
-@pytest.mark.parametrize(("rows", "cols", "weights", "dtype", "zipf", "pad"), _CASES)
-def test_sorted_path_rows_named_few_times_have_eagers_bits(
-    rows, cols, weights, dtype, zipf, pad, tmp_path
-) -> None:
-    """A weight row named 2 to 8 times is summed by the fill program of its first index
-    position in index order, in fp32 from 0, rounded once: CUDA eager's arithmetic for a
-    weight row named at most 10 times, so those rows (and the lone ones) have eager's bits,
-    on uniform and on Zipf indices (whose hot rows are sorted and summed by tiles). With the
-    segment and fix grids capped at two programs per SM, looping over their tiles, the same
-    bits as uncapped."""
-    kernel, grad, index, got, want = _run(rows, cols, weights, dtype, zipf, pad, tmp_path, 6)
-    named = torch.bincount(index[index != pad], minlength=weights)
-    few = (named >= 1) & (named <= 8)
-    bits = _BITS[dtype]
-    assert torch.equal(got[few].view(bits), want[few].view(bits))
-    module = sys.modules[kernel.__module__]
-    module._EMBED_TAIL_PER_SM = 2
-    try:
-        capped = kernel(grad, index, weights, pad, False)
-    finally:
-        module._EMBED_TAIL_PER_SM = 0
-    assert torch.equal(capped.view(bits), got.view(bits))

@@ -1490,15 +1490,11 @@ def _embed_fold_kernel(g_ptr, link_ptr, term_ptr, out_ptr, R, D,
 
 
 @triton.jit
-def _embed_sort_count_kernel(idx_ptr, cnt_ptr, head_ptr, next_ptr, R, NW, padding_idx, I1, I2,
-                             I3, SI0, SI1, SI2, SI3, BLOCK: tl.constexpr, LINK: tl.constexpr,
-                             PDL_NEXT: tl.constexpr):
+def _embed_sort_count_kernel(idx_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0, SI1, SI2,
+                             SI3, BLOCK: tl.constexpr, PDL_NEXT: tl.constexpr):
     """Sorted path, step 1: cnt[key] += 1 per index (integer atomics: the same counts in any
     order). A row's key is its weight row, or NW when it is padding_idx (sorted last, summed
-    into nothing). LINK: also a list of each key's positions, in whatever order the atomics
-    take them: head[key] = 1 + the last position listed (over zeros), next[r] = 1 + the one
-    listed before r, 0 at the end (`_embed_sum_few` walks it). PDL_NEXT: the scan's
-    launch may start at once (it waits for the counts)."""
+    into nothing). PDL_NEXT: the scan's launch may start at once (it waits for the counts)."""
     _pdl_enter(False, PDL_NEXT)
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     ok = rows < R
@@ -1506,56 +1502,33 @@ def _embed_sort_count_kernel(idx_ptr, cnt_ptr, head_ptr, next_ptr, R, NW, paddin
     idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
     key = tl.where(idx == padding_idx, NW, idx)
     tl.atomic_add(cnt_ptr + key, tl.full([BLOCK], 1, tl.int32), mask=ok)
-    if LINK:
-        before = tl.atomic_xchg(head_ptr + key, (rows + 1).to(tl.int32), mask=ok)
-        tl.store(next_ptr + rows, before, mask=ok)
 
 
 @triton.jit
-def _embed_sorted_count(ptrs, mask, LONE: tl.constexpr):
-    """How many of a key's rows the sort places: all of them, or (LONE > 0) none of a key
-    named at most LONE times (the rank kernel's fill programs write those weight rows)."""
+def _embed_sorted_count(ptrs, mask, SINGLES: tl.constexpr):
+    """How many of a key's rows the sort places: all of them, or (SINGLES) none of a lone one."""
     c = tl.load(ptrs, mask=mask, other=0)
-    if LONE > 0:
-        c = tl.where(c > LONE, c, 0)
+    if SINGLES:
+        c = tl.where(c >= 2, c, 0)
     return c
 
 
 @triton.jit
-def _embed_scan_kernel(cnt_ptr, start_ptr, N, idx_ptr, head_ptr, next_ptr, g_ptr, out_ptr, NSCAN,
-                       R, padding_idx, I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD,
-                       D, BLOCK: tl.constexpr, STEP: tl.constexpr, LONE: tl.constexpr,
-                       OR: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr,
-                       PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
-    """Step 2: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]; program b < NSCAN writes
-    its BLOCK starts after summing every count before its block itself (STEP at a time: a few
+def _embed_scan_kernel(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr,
+                       SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr, PDL_NEXT: tl.constexpr):
+    """Step 2: start[k] = cnt[0] + ... + cnt[k - 1] for k in [0, N]; program b writes its
+    BLOCK starts after summing every count before its block itself (STEP at a time: a few
     steps for a vocabulary of 50k; one program scanning all blocks in turn took 10.6 us).
-    LONE > 0: counts of at most LONE count as 0 (those rows are not sorted; start[N] is how
-    many are). LONE > 1: programs NSCAN and on sum the weight rows named 2 to LONE times
-    (`_embed_own_rows`, OR index positions each) beside the rank kernel's fill, which this
-    launch lets start at once; only the rank programs that place rows wait for them.
+    SINGLES: counts of 1 count as 0 (those rows are not sorted; start[N] is how many are).
     PDL_WAIT / PDL_NEXT: `_embed_sorted`'s dependent launches."""
     _pdl_enter(PDL_WAIT, PDL_NEXT)
-    if tl.program_id(0) >= NSCAN:
-        if LONE > 1:
-            _embed_own_rows(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr,
-                            tl.program_id(0) - NSCAN, R, padding_idx, I1, I2, I3, SI0, SI1, SI2,
-                            SI3, SG0, SG1, SG2, SG3, SGD, D, OR, LONE, FS, OC)
-    else:
-        _embed_scan_block(cnt_ptr, start_ptr, N, BLOCK, STEP, LONE)
-
-
-@triton.jit
-def _embed_scan_block(cnt_ptr, start_ptr, N, BLOCK: tl.constexpr, STEP: tl.constexpr,
-                      LONE: tl.constexpr):
-    """`_embed_scan_kernel`'s starts of this program's block of keys."""
     b0 = tl.program_id(0) * BLOCK
     before = tl.zeros([STEP], tl.int32)
     for s0 in range(0, b0, STEP):
         offs = s0 + tl.arange(0, STEP)
-        before += _embed_sorted_count(cnt_ptr + offs, offs < b0, LONE)
+        before += _embed_sorted_count(cnt_ptr + offs, offs < b0, SINGLES)
     offs = b0 + tl.arange(0, BLOCK)
-    c = _embed_sorted_count(cnt_ptr + offs, offs < N, LONE)
+    c = _embed_sorted_count(cnt_ptr + offs, offs < N, SINGLES)
     tl.store(start_ptr + offs + 1, tl.sum(before, axis=0) + tl.cumsum(c, axis=0), mask=offs < N)
     tl.store(start_ptr + offs, tl.zeros([BLOCK], tl.int32), mask=offs < 1)
 
@@ -1565,21 +1538,21 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
                        SI2, SI3, zero_ptr, cnt_ptr, g_ptr, SG0, SG1, SG2, SG3, SGD, NRANK,
                        NCOPY, NZERO, D, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
                        ZB: tl.constexpr, ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr,
-                       CC: tl.constexpr, LONE: tl.constexpr, PDL_WAIT: tl.constexpr,
+                       CC: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
                        PDL_NEXT: tl.constexpr):
     """Programs NRANK and on do fill units 0, 1, ... (`_embed_fill`: the copies of weight rows
-    named once, then the zeros); the others rank rows (`_embed_rank_rows`). The segment
-    kernel's launch may start (PDL_NEXT) once every program has done its work: a grid of many
-    waves whose dependents started early would have them waiting in slots its own programs
-    need."""
+    named once, then the zeros); the others rank rows. The segment kernel's launch may start
+    (PDL_NEXT) once every program has done its work: a grid of many waves whose dependents
+    started early would have them waiting in slots its own programs need."""
     pid = tl.program_id(0)
     if pid >= NRANK:
         _embed_fill(pid - NRANK, NCOPY, idx_ptr, cnt_ptr, g_ptr, zero_ptr, R, NW, padding_idx,
                     I1, I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB, ZR,
-                    ZC, CR, CC, LONE)
+                    ZC, CR, CC, SINGLES)
     else:
+        _pdl_enter(PDL_WAIT, False)
         _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3,
-                         SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, LONE, PDL_WAIT)
+                         SI0, SI1, SI2, SI3, ROWS, BLOCK_Q, SINGLES)
     _pdl_enter(False, PDL_NEXT)
 
 
@@ -1587,9 +1560,9 @@ def _embed_rank_kernel(idx_ptr, start_ptr, order_ptr, R, NW, padding_idx, I1, I2
 def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, g_ptr, out_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
                 SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, NZERO, D, ZB: tl.constexpr,
                 ZR: tl.constexpr, ZC: tl.constexpr, CR: tl.constexpr, CC: tl.constexpr,
-                LONE: tl.constexpr):
+                SINGLES: tl.constexpr):
     """Fill unit u of the sorted path's output: below NCOPY, the copies of index positions
-    [u * CR, (u + 1) * CR) whose weight row is named once (LONE > 0); then the zeros of weight
+    [u * CR, (u + 1) * CR) whose weight row is named once (SINGLES); then the zeros of weight
     rows no index names (ZR > 0, `_embed_zero_rows`), or of the whole output. These read only
     the counts (and the grads), so the rank kernel's fill programs do not wait for the scan:
     that launch starts only once every scan program has waited for the count kernel, and the
@@ -1600,7 +1573,7 @@ def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, g_ptr, out_ptr, R, NW, padding_idx, 
             _embed_zero_rows(out_ptr, cnt_ptr, u - NCOPY, NW, D, ZR, ZC)
         else:
             _embed_zero_block(out_ptr, u - NCOPY, NZERO, ZB)
-    elif LONE > 0:
+    elif SINGLES:
         _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, u, R, NW, padding_idx, I1, I2, I3,
                             SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, CR, CC)
 
@@ -1629,99 +1602,19 @@ def _embed_copy_singles(idx_ptr, cnt_ptr, g_ptr, out_ptr, c, R, NW, padding_idx,
 
 
 @triton.jit
-def _embed_own_rows(idx_ptr, cnt_ptr, head_ptr, next_ptr, g_ptr, out_ptr, c, R, padding_idx, I1,
-                    I2, I3, SI0, SI1, SI2, SI3, SG0, SG1, SG2, SG3, SGD, D, OR: tl.constexpr,
-                    LONE: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr):
-    """Index positions [c * OR, (c + 1) * OR): one whose weight row is named 2 to LONE times,
-    and heads that row's list of positions, sums that weight row (`_embed_sum_few`)."""
-    rows = c.to(tl.int64) * OR + tl.arange(0, OR)
-    ok = rows < R
-    ioff, _ = _embed_rows(rows, I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
-    idx = tl.load(idx_ptr + ioff, mask=ok, other=0).to(tl.int32)
-    named = ok & (idx != padding_idx)
-    cnt = tl.load(cnt_ptr + idx, mask=named, other=0)
-    own = (cnt >= 2) & (cnt <= LONE) & (tl.load(head_ptr + idx, mask=named, other=0) == rows + 1)
-    lane = tl.arange(0, OR)
-    for q in range(0, tl.max(tl.where(own, lane + 1, 0), axis=0)):
-        if tl.max((own & (lane == q)).to(tl.int32), axis=0) > 0:
-            _embed_sum_few(next_ptr, g_ptr, out_ptr,
-                           tl.sum(tl.where(lane == q, rows, 0), 0).to(tl.int32),
-                           tl.sum(tl.where(lane == q, idx, 0), 0),
-                           tl.sum(tl.where(lane == q, cnt, 0), 0), R, I1, I2, I3, SG0, SG1, SG2,
-                           SG3, SGD, D, LONE, FS, OC)
-
-
-@triton.jit
-def _embed_sum_few(next_ptr, g_ptr, out_ptr, r, w, k, R, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, D,
-                   LONE: tl.constexpr, FS: tl.constexpr, OC: tl.constexpr):
-    """Weight row w, named k times (2 <= k <= LONE), its list of positions headed by r: the
-    list walked (k - 1 dependent loads), its positions put in index order (each one's rank
-    among them), then their grad rows summed in that order in fp32 from 0 and rounded once,
-    OC columns a step: CUDA eager's arithmetic for a weight row named at most 10 times (its
-    partial sums of up to 10 sorted rows), whatever order the list holds them in. The rows'
-    loads are all issued before the adds (masked past k). It runs in the scan kernel's launch,
-    not among the rank kernel's fill programs: that kernel's registers would be its (34 -> 40
-    per thread at 128 columns a step, 108 with an earlier scan of the indices), and an owner
-    program 2048 columns wide held the fill's launch open (its rank launch 39 -> 50 us of
-    device time on the H200 for [4, 2048, 2048] bf16 grads, BENCHMARKS §36)."""
-    lane = tl.arange(0, FS)
-    pos = tl.where(lane == 0, r, R)
-    p = r
-    for j in tl.static_range(1, LONE):
-        if j < k:
-            p = tl.load(next_ptr + p) - 1
-            pos = tl.where(lane == j, p, pos)
-    rank = tl.sum((pos[None, :] < pos[:, None]).to(tl.int32), axis=1)
-    order = tl.sum(tl.where(rank[:, None] == lane[None, :], pos[:, None], 0), axis=0)
-    _, gq = _embed_rows(order.to(tl.int64), I1, I2, I3, 0, 0, 0, 0, SG0, SG1, SG2, SG3)
-    DT: tl.constexpr = out_ptr.dtype.element_ty
-    for c0 in range(0, D, OC):
-        cols = c0 + tl.arange(0, OC)
-        col_ok = cols < D
-        cs = cols.to(tl.int64) * SGD
-        acc = tl.zeros([OC], tl.float32)
-        for j in tl.static_range(LONE):
-            gj = tl.sum(tl.where(lane == j, gq, 0), axis=0)
-            live = col_ok & (tl.full([OC], j, tl.int32) < k)
-            acc += tl.load(g_ptr + gj + cs, mask=live, other=0).to(tl.float32)
-        tl.store(out_ptr + w.to(tl.int64) * D + cols, acc.to(DT), mask=col_ok)
-
-
-@triton.jit
 def _embed_rank_rows(idx_ptr, start_ptr, order_ptr, cnt_ptr, R, NW, padding_idx, I1, I2, I3, SI0,
                      SI1, SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr,
-                     LONE: tl.constexpr, PDL_WAIT: tl.constexpr):
+                     SINGLES: tl.constexpr):
     """Step 3, a stable counting sort: row r goes to position start[key] + (rows before r with
     its key), so each weight row's rows lie together in index order: order[pos] = r and
     order[R + pos] = its key. Keys compare as the raw int32 indices (the padding mapping is
-    one to one); each earlier index costs a compare and an add. LONE > 0: the rows of a key
-    named at most LONE times are not placed (the fill or the scan launch writes that weight
-    row), and a program none of whose rows is placed leaves at once, without waiting for the
-    scan's launch (the counts it read are the count kernel's, done before that launch let this
-    one start), except program 0, so that this grid ends after the scan's launch."""
+    one to one); each earlier index costs a compare and an add. SINGLES: a key's lone row is
+    not placed (the fill copies it)."""
     rows0 = tl.program_id(0) * ROWS
     r = rows0 + tl.arange(0, ROWS)[:, None]
     r_ok = r < R
     ioff, _ = _embed_rows(r.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
     idx = tl.load(idx_ptr + ioff, mask=r_ok, other=-1).to(tl.int32)
-    key = tl.where(idx == padding_idx, NW, idx)
-    placed = r_ok
-    if LONE > 0:
-        placed = r_ok & (tl.load(cnt_ptr + key, mask=r_ok, other=0) > LONE)
-    work = tl.max(tl.max(placed.to(tl.int32), axis=1), axis=0) > 0
-    if work | (tl.program_id(0) == 0):
-        _pdl_enter(PDL_WAIT, False)
-    if work:
-        _embed_rank_place(idx_ptr, start_ptr, order_ptr, rows0, r, idx, key, placed, R, I1, I2,
-                          I3, SI0, SI1, SI2, SI3, ROWS, BLOCK_Q)
-
-
-@triton.jit
-def _embed_rank_place(idx_ptr, start_ptr, order_ptr, rows0, r, idx, key, placed, R, I1, I2, I3,
-                      SI0, SI1, SI2, SI3, ROWS: tl.constexpr, BLOCK_Q: tl.constexpr):
-    """`_embed_rank_rows`'s rows r (keys `key`) placed: their ranks among equal indices, then
-    order[start[key] + rank] = r and order[R + start[key] + rank] = key where `placed`."""
-    r_ok = r < R
     same = tl.zeros([ROWS, BLOCK_Q], tl.int32)
     for q0 in range(0, rows0, BLOCK_Q):
         q = q0 + tl.arange(0, BLOCK_Q)[None, :]
@@ -1734,7 +1627,11 @@ def _embed_rank_place(idx_ptr, start_ptr, order_ptr, rows0, r, idx, key, placed,
     qcoff, _unused = _embed_rows(qc.to(tl.int64), I1, I2, I3, SI0, SI1, SI2, SI3, 0, 0, 0, 0)
     qci = tl.load(idx_ptr + qcoff, mask=qc < R, other=-1).to(tl.int32)
     rank += tl.sum(((qci == idx) & (qc < r)).to(tl.int32), axis=1, keep_dims=True)
+    key = tl.where(idx == padding_idx, NW, idx)
     pos = tl.load(start_ptr + key, mask=r_ok, other=0) + rank
+    placed = r_ok
+    if SINGLES:
+        placed = r_ok & (tl.load(cnt_ptr + key, mask=r_ok, other=0) >= 2)
     tl.store(order_ptr + pos, r, mask=placed)
     tl.store(order_ptr + R + pos, key, mask=placed)
 
@@ -1778,9 +1675,9 @@ def _embed_zero_rows(out_ptr, cnt_ptr, z, NW, D, ZR: tl.constexpr, ZC: tl.conste
 
 @triton.jit
 def _embed_seg_kernel(g_ptr, order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, I1, I2, I3, SG0,
-                      SG1, SG2, SG3, SGD, NCP, P, T: tl.constexpr, BLOCK_C: tl.constexpr,
+                      SG1, SG2, SG3, SGD, NCP, T: tl.constexpr, BLOCK_C: tl.constexpr,
                       TC: tl.constexpr, CHECK_SUMS: tl.constexpr, COL_STEPS: tl.constexpr,
-                      STAGES: tl.constexpr, LONE: tl.constexpr, PDL_WAIT: tl.constexpr,
+                      STAGES: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr,
                       PDL_NEXT: tl.constexpr):
     """Step 4: a tile of T sorted positions x BLOCK_C columns; their grad rows loaded at once
     (no chain of dependent loads, however many rows share a weight row) and summed per weight
@@ -1791,29 +1688,28 @@ def _embed_seg_kernel(g_ptr, order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, 
     in part[0, tile], and the part of one that began in an earlier tile goes to part[1, tile],
     for `_embed_fix_kernel` to add up in tile order. (A segmented scan down the tile's rows
     took 78 us for [4, 2048, 2048] grads on the H200: it crosses warps at every step.)
-    Work item u (of the grid's P programs, program p does items p, p + P, ...) is tile
-    u // NCP's column blocks (u % NCP) * COL_STEPS and on, in turn (STAGES of them in flight),
-    its positions' keys and rows loaded once. LONE > 0: only the first start[NW + 1] of the R
-    places hold rows; a program with no item in the tiles they fill leaves at once, without
-    waiting (the scan is done: the rank kernel's programs waited for it). The others, and
-    program 0 always (so that this grid ends after the rank kernel's), wait for the rank
+    Program t * NCP + b does tile t's column blocks b * COL_STEPS and on, in turn (STAGES of
+    them in flight), its positions' keys and rows loaded once. SINGLES: only the first
+    start[NW + 1] of the R places hold rows; the programs of tiles past them leave at once,
+    without waiting (the scan is done: the rank kernel's programs waited for it). The others,
+    and program 0 always (so that this grid ends after the rank kernel's), wait for the rank
     kernel, then let the fix kernel's launch start (PDL_NEXT), whose programs mostly leave
     at once too."""
     pid = tl.program_id(0)
-    M = _embed_placed(start_ptr, R, NW, LONE)
-    work = tl.cdiv(M, T) * NCP
-    if (pid < work) | (pid == 0):
+    t = pid // NCP
+    M = _embed_placed(start_ptr, R, NW, SINGLES)
+    if (t * T < M) | (pid == 0):
         _pdl_enter(PDL_WAIT, PDL_NEXT)
-    for u in range(pid, work, P):
-        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, u // NCP, u % NCP, tl.cdiv(R, T),
-                        M, R, D, NW, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, T, BLOCK_C, TC,
-                        CHECK_SUMS, COL_STEPS, STAGES)
+    if t * T < M:
+        _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, pid % NCP, tl.cdiv(R, T), M, R,
+                        D, NW, I1, I2, I3, SG0, SG1, SG2, SG3, SGD, T, BLOCK_C, TC, CHECK_SUMS,
+                        COL_STEPS, STAGES)
 
 
 @triton.jit
-def _embed_placed(start_ptr, R, NW, LONE: tl.constexpr):
-    """How many sorted places hold rows: R, or (LONE > 0) the scan's total."""
-    if LONE > 0:
+def _embed_placed(start_ptr, R, NW, SINGLES: tl.constexpr):
+    """How many sorted places hold rows: R, or (SINGLES) the scan's total."""
+    if SINGLES:
         return tl.load(start_ptr + NW + 1)
     else:
         return R
@@ -1877,29 +1773,27 @@ def _embed_seg_tile(g_ptr, order_ptr, out_ptr, part_ptr, t, b, NT, M, R, D, NW, 
 
 
 @triton.jit
-def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, NT, P, T: tl.constexpr,
-                      BLOCK_C: tl.constexpr, LONE: tl.constexpr, PDL_WAIT: tl.constexpr):
-    """Step 5, launched while the segment kernel runs: work item u (of the grid's P programs,
-    program p does items p, p + P, ...) is tile u % NM's column block u // NM, NM the tiles
-    the sorted places fill, fixed (`_embed_fix_tile`) after waiting for the segment kernel.
-    A tile with nothing to fix is passed without waiting (the keys it reads are the rank
-    kernel's, done before the segment kernel let this launch start); program 0 always waits,
-    so that this grid ends after the segment kernel's."""
+def _embed_fix_kernel(order_ptr, start_ptr, out_ptr, part_ptr, R, D, NW, NT, T: tl.constexpr,
+                      BLOCK_C: tl.constexpr, SINGLES: tl.constexpr, PDL_WAIT: tl.constexpr):
+    """Step 5, launched while the segment kernel runs: program t + NT * b fixes tile t's column
+    block b (`_embed_fix_tile`) after waiting for the segment kernel. One whose tile has
+    nothing to fix leaves without waiting (the keys it reads are the rank kernel's, done
+    before the segment kernel let this launch start), except program 0, so that this grid
+    ends after the segment kernel's."""
     pid = tl.program_id(0)
-    M = _embed_placed(start_ptr, R, NW, LONE)
-    NM = tl.cdiv(M, T)
-    if pid == 0:
+    t = pid % NT
+    M = _embed_placed(start_ptr, R, NW, SINGLES)
+    at = tl.minimum(t * T, tl.maximum(M - 1, 0))  # (tiles past M read in bounds, then stop)
+    first = tl.load(order_ptr + R + at)
+    before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(at - 1, 0)) == first)
+    last = tl.maximum(tl.minimum(t * T + T, M) - 1, 0)
+    goes_on = (last + 1 < M) & (tl.load(order_ptr + R + last) == first) & (
+        tl.load(order_ptr + R + tl.minimum(last + 1, tl.maximum(M - 1, 0))) == first)
+    fix = (t * T < M) & before & ~goes_on & (first < NW)
+    if fix | (pid == 0):
         _pdl_enter(PDL_WAIT, False)
-    for u in range(pid, NM * tl.cdiv(D, BLOCK_C), P):
-        t = u % NM
-        first = tl.load(order_ptr + R + t * T)
-        before = (t > 0) & (tl.load(order_ptr + R + tl.maximum(t * T - 1, 0)) == first)
-        last = tl.minimum(t * T + T, M) - 1
-        goes_on = (last + 1 < M) & (tl.load(order_ptr + R + last) == first) & (
-            tl.load(order_ptr + R + tl.minimum(last + 1, M - 1)) == first)
-        if before & ~goes_on & (first < NW):
-            _pdl_enter(PDL_WAIT, False)
-            _embed_fix_tile(out_ptr, part_ptr, start_ptr, first, t, u // NM, NT, D, T, BLOCK_C)
+    if fix:
+        _embed_fix_tile(out_ptr, part_ptr, start_ptr, first, t, pid // NT, NT, D, T, BLOCK_C)
 
 
 @triton.jit
@@ -2005,20 +1899,6 @@ _EMBED_SINGLES = True
 # 1024/2048: [4,2048,2048] bf16 59.5-59.9/62.1-62.4, [8,1024,768] bf16 42.9-43.1/45.8-46.0,
 # [8,512,768] f32 44.5-44.6/45.1-45.3
 _EMBED_SINGLES_TILE = 1024
-# with _EMBED_SINGLES, weight rows named 2 to this many times (at most 10, where CUDA eager sums
-# its sorted rows in one fp32 partial sum) are summed, in index order, by extra programs of the
-# scan kernel's launch (beside the rank kernel's fill), each weight row by the program of the
-# position heading the list of its positions that the count kernel links; only rows of weight
-# rows named more often are sorted, and a rank program none of whose rows is sorted leaves
-# without waiting. 1: only lone rows (session 27's path). Index positions per program and
-# columns per step of those sums
-_EMBED_FEW = 8
-_EMBED_FEW_ROWS = 16
-_EMBED_FEW_COLS = 1024
-# > 0: programs per SM of the segment and fix grids, which loop over their work items (the
-# sorted tiles' column blocks); 0: a program per item of every tile the R places could fill
-# (most leave at once when few rows are sorted)
-_EMBED_TAIL_PER_SM = 0
 
 
 def _embed_zero_tile():
@@ -2047,26 +1927,20 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     dtype, device = grad_output.dtype, grad_output.device
     out = torch.empty((num_weights, D), dtype=dtype, device=device)  # see _EMBED_ZERO_ROWS
     singles = bool(_EMBED_SINGLES and _EMBED_ZERO_ROWS)
-    lone = max(1, min(_EMBED_FEW, 10)) if singles else 0  # see _EMBED_FEW
-    # counts, and (lone > 1) the heads of each key's list of positions, zeroed in one fill
-    cnt = torch.zeros((2 if lone > 1 else 1, num_weights + 1), dtype=torch.int32, device=device)
-    nxt = torch.empty((R if lone > 1 else 1,), dtype=torch.int32, device=device)
+    cnt = torch.zeros((num_weights + 1,), dtype=torch.int32, device=device)
     start = torch.empty((num_weights + 2,), dtype=torch.int32, device=device)
     order = torch.empty((2 * R,), dtype=torch.int32, device=device)
     block = max(32, min(_pow2(R), _EMBED_COUNT_BLOCK))
-    _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, cnt[-1], nxt, R, num_weights,
-                                                 padding_idx, *geometry[:7], BLOCK=block,
-                                                 LINK=lone > 1, PDL_NEXT=pdl, num_warps=4)
+    _embed_sort_count_kernel[(_cdiv(R, block),)](indices, cnt, R, num_weights, padding_idx,
+                                                 *geometry[:7], BLOCK=block, PDL_NEXT=pdl,
+                                                 num_warps=4)
     scan = max(32, min(_pow2(num_weights + 1), 64 if _INTERPRET else _EMBED_SCAN_BLOCK))
-    nscan = _cdiv(num_weights + 1, scan)
-    own_rows = max(1, _EMBED_FEW_ROWS)
-    owners = _cdiv(R, own_rows) if lone > 1 else 0
-    _embed_scan_kernel[(nscan + owners,)](
-        cnt, start, num_weights + 1, indices, cnt[-1], nxt, grad_output, out, nscan, R,
-        padding_idx, *geometry, D, BLOCK=scan, STEP=4 * scan if _INTERPRET else _EMBED_SCAN_STEP,
-        LONE=lone, OR=_pow2(own_rows), FS=_pow2(lone),
-        OC=min(_pow2(D), 64 if _INTERPRET else _EMBED_FEW_COLS), PDL_NEXT=pdl,
-        num_warps=_EMBED_SCAN_WARPS, **_pdl_launch(pdl))
+    _embed_scan_kernel[(_cdiv(num_weights + 1, scan),)](cnt, start, num_weights + 1, BLOCK=scan,
+                                                        STEP=4 * scan if _INTERPRET else
+                                                        _EMBED_SCAN_STEP, SINGLES=singles,
+                                                        PDL_NEXT=pdl,
+                                                        num_warps=_EMBED_SCAN_WARPS,
+                                                        **_pdl_launch(pdl))
     rows = _EMBED_RANK_ROWS
     ranks, zb = _cdiv(R, rows), _embed_zero_tile()
     zc = min(_pow2(D), zb // 4)
@@ -2080,28 +1954,23 @@ def _embed_sorted(grad_output, indices, num_weights, padding_idx, geometry, pdl)
     _embed_rank_kernel[(ranks + copies + nz,)](
         indices, start, order, R, num_weights, padding_idx, *geometry[:7], out, cnt,
         grad_output, *geometry[7:], ranks, copies, out.numel(), D, ROWS=rows,
-        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc, LONE=lone, PDL_NEXT=pdl,
-        num_warps=4, **_pdl_launch(pdl))
+        BLOCK_Q=_EMBED_RANK_TILE, ZB=zb, ZR=zr, ZC=zc, CR=cr, CC=cc,
+        SINGLES=singles, PDL_NEXT=pdl, num_warps=4,
+        **_pdl_launch(pdl))
     tile = max(16, _EMBED_SEG_ROWS)
     bc = max(16, min(_pow2(D), _EMBED_SEG_COLS))
     nt, ncb = _cdiv(R, tile), _cdiv(D, bc)
     steps = max(1, min(_EMBED_SEG_COL_STEPS, ncb))
     ncp = _cdiv(ncb, steps)
     part = torch.empty((2, nt, D), dtype=torch.float32, device=device)
-    seg_grid, fix_grid = nt * ncp, nt * ncb
-    if _EMBED_TAIL_PER_SM > 0:  # (one "SM" in Triton's interpreter)
-        sms = 1 if _INTERPRET else torch.cuda.get_device_properties(device).multi_processor_count
-        cap = _EMBED_TAIL_PER_SM * sms
-        seg_grid, fix_grid = min(seg_grid, cap), min(fix_grid, cap)
-    _embed_seg_kernel[(seg_grid,)](
+    _embed_seg_kernel[(nt * ncp,)](
         grad_output, order, start, out, part, R, D, num_weights, *geometry[:3], *geometry[7:],
-        ncp, seg_grid, T=tile, BLOCK_C=bc, TC=not _INTERPRET,
-        CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS), COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES,
-        LONE=lone, num_warps=_EMBED_SEG_WARPS, PDL_NEXT=pdl, **_pdl_launch(pdl),
+        ncp, T=tile, BLOCK_C=bc, TC=not _INTERPRET, CHECK_SUMS=bool(_EMBED_SEG_CHECK_SUMS),
+        COL_STEPS=steps, STAGES=_EMBED_SEG_STAGES, SINGLES=singles, num_warps=_EMBED_SEG_WARPS,
+        PDL_NEXT=pdl, **_pdl_launch(pdl),
         **({"maxnreg": _EMBED_SEG_MAXNREG} if _EMBED_SEG_MAXNREG else {}))
-    _embed_fix_kernel[(fix_grid,)](order, start, out, part, R, D, num_weights, nt, fix_grid,
-                                   T=tile, BLOCK_C=bc, LONE=lone, num_warps=4,
-                                   **_pdl_launch(pdl))
+    _embed_fix_kernel[(nt * ncb,)](order, start, out, part, R, D, num_weights, nt, T=tile,
+                                   BLOCK_C=bc, SINGLES=singles, num_warps=4, **_pdl_launch(pdl))
     return out
 
 
