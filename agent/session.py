@@ -216,6 +216,9 @@ class Session:
             max_cases_per_op=cfg.eval.max_cases_per_op,
             **extra,
         )
+        if previous.get("excluded"):
+            # A resumed run names the exclusions of its first selection (the resumed one is by op).
+            selection.excluded = [tuple(e) for e in previous["excluded"]]
         for error in selection.errors:
             self.say(f"warning: {error}")
         if not selection.ops:
@@ -299,6 +302,7 @@ class Session:
             run_dir=self.run_dir,
             log_dir=cfg.log_dir,
             progress=progress,
+            excluded=list(self._selection.excluded),
         )
         self.runlog.emit("evaluation_done", scores=getattr(report, "scores", None))
         return report

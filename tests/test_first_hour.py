@@ -48,3 +48,39 @@ def test_help_and_usage_errors_answer_before_torch_is_imported(args, code, needl
     assert needle in proc.stdout + proc.stderr
     assert "agent.run" in modules or "argparse" in modules  # the probe saw the imports
     assert not [m for m in modules if m in HEAVY], sorted(m for m in modules if m in HEAVY)
+
+
+def run_cli(args: list[str], parts=None) -> tuple[int, str]:
+    import io
+
+    from rich.console import Console
+
+    from agent.run import main
+
+    out = io.StringIO()
+    code = main(args, parts=parts, console=Console(file=out, width=120))
+    return code, out.getvalue()
+
+
+def test_reports_list_the_suites_excluded_operators(tmp_path):
+    import json
+
+    kernels = tmp_path / "kernels" / "zz__default"
+    kernels.mkdir(parents=True)
+    (kernels / "zz__default_implementation_v1.py").write_text("def zz__default_kernel_impl(): pass\n")
+    args = ["--evaluate-only", "--kernels-dir", str(tmp_path / "kernels"), "--suite", "torchbench",
+            "--num-operators", "1", "--log-dir", str(tmp_path / "logs"), "-q"]  # fmt: skip
+    code, out = run_cli(args)
+    assert code == 0, out
+    (run_dir,) = (tmp_path / "logs").iterdir()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert len(run["excluded"]) > 10
+    summary = (run_dir / "OVERALL_SUMMARY.md").read_text()
+    excluded_part = summary.split("## Excluded operators", 1)[1]
+    assert "None." not in excluded_part
+    for op, _reason in run["excluded"]:
+        assert f"`{op}`" in excluded_part
+    assert f"{len(run['excluded'])} excluded" in summary
+    reports = [json.loads(p.read_text()) for p in run_dir.glob("*results.json")]
+    assert any(len(r.get("excluded") or []) == len(run["excluded"]) for r in reports if isinstance(r, dict))
+    assert f"excluded operators: {len(run['excluded'])}" in out
