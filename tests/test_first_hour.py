@@ -67,7 +67,9 @@ def test_reports_list_the_suites_excluded_operators(tmp_path):
 
     kernels = tmp_path / "kernels" / "zz__default"
     kernels.mkdir(parents=True)
-    (kernels / "zz__default_implementation_v1.py").write_text("def zz__default_kernel_impl(): pass\n")
+    (kernels / "zz__default_implementation_v1.py").write_text(
+        "def zz__default_kernel_impl(): pass\n"
+    )
     args = ["--evaluate-only", "--kernels-dir", str(tmp_path / "kernels"), "--suite", "torchbench",
             "--num-operators", "1", "--log-dir", str(tmp_path / "logs"), "-q"]  # fmt: skip
     code, out = run_cli(args)
@@ -82,5 +84,7 @@ def test_reports_list_the_suites_excluded_operators(tmp_path):
         assert f"`{op}`" in excluded_part
     assert f"{len(run['excluded'])} excluded" in summary
     reports = [json.loads(p.read_text()) for p in run_dir.glob("*results.json")]
-    assert any(len(r.get("excluded") or []) == len(run["excluded"]) for r in reports if isinstance(r, dict))
+    assert any(
+        len(r.get("excluded") or []) == len(run["excluded"]) for r in reports if isinstance(r, dict)
+    )
     assert f"excluded operators: {len(run['excluded'])}" in out
