@@ -261,7 +261,12 @@ class Worker:
             meta["error"] = f"cancelled while waiting for a sandbox: {self._why_cancelled()}"
             return self._finish(path, meta, CANCELLED, started)
         rl.write_verdict(path, result)
-        meta.update(status=str(result.status), tests=result.tests, passed=result.passed)
+        meta.update(
+            status=str(result.status),
+            tests=result.tests,
+            passed=result.passed,
+            skipped=result.skipped_tests,
+        )
         if result.status != Status.PASSED and task.cancel.is_set():
             meta["error"] = f"cancelled while the candidate was tested: {self._why_cancelled()}"
             return self._finish(path, meta, CANCELLED, started)
@@ -302,6 +307,7 @@ class Worker:
             status=meta["status"],
             tests=meta["tests"],
             passed=meta["passed"],
+            skipped=meta.get("skipped"),
             input_tokens=meta["input_tokens"],
             output_tokens=meta["output_tokens"],
             cost_usd=meta["cost_usd"],

@@ -88,3 +88,52 @@ def test_reports_list_the_suites_excluded_operators(tmp_path):
         len(r.get("excluded") or []) == len(run["excluded"]) for r in reports if isinstance(r, dict)
     )
     assert f"excluded operators: {len(run['excluded'])}" in out
+
+
+def test_kernel_errors_name_the_users_file_with_the_line_and_caret(tmp_path):
+    kernels = tmp_path / "kernels"
+    files = {
+        "add__Tensor": "import triton\n\ndef add__Tensor_kernel_impl(a, b, **kw):\n    return a +* b\n",
+        "mul__Tensor": "import not_a_module_xyz\n\ndef mul__Tensor_kernel_impl(a, b):\n    return a\n",
+    }
+    for folder, text in files.items():
+        (kernels / folder).mkdir(parents=True)
+        (kernels / folder / f"{folder}_implementation_v1.py").write_text(text)
+    args = ["--evaluate-only", "--kernels-dir", str(kernels), "--suite", "smoke",
+            "--ops", "add.Tensor,mul.Tensor", "--log-dir", str(tmp_path / "logs"), "-q"]  # fmt: skip
+    code, out = run_cli(args)
+    assert code == 0, out
+    user_file = kernels / "add__Tensor" / "add__Tensor_implementation_v1.py"
+    lines = out.splitlines()
+    (syntax,) = [i for i, line in enumerate(lines) if line.startswith("[eval] add.Tensor")]
+    assert f"SyntaxError: invalid syntax ({user_file}, line 4)" in lines[syntax]
+    assert "error (0/3 tests)" in lines[syntax]  # the smoke suite's 3 add.Tensor cases
+    assert lines[syntax + 1].strip() == "return a +* b"
+    caret = lines[syntax + 2]
+    assert caret.strip() == "^" and caret.index("^") == lines[syntax + 1].index("*")
+    assert "atenforge_sandbox" not in out and "job_" not in out
+    (missing,) = [line for line in lines if line.startswith("[eval] mul.Tensor")]
+    assert "ModuleNotFoundError: No module named 'not_a_module_xyz'" in missing
+    assert "ModuleNotFoundError: ModuleNotFoundError" not in out
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import not_a_module_xyz", "ModuleNotFoundError: No module named 'not_a_module_xyz'"),
+        ("def f(:\n    pass", "SyntaxError: invalid syntax (K.py, line 1)\n    def f(:\n          ^"),
+        ("if True:\nx = 1", "IndentationError: expected an indented block after 'if' statement"),
+    ],
+)
+def test_load_error_reason_from_what_python_prints(source, expected):
+    import traceback
+
+    from evaluator.kernel_errors import load_error_reason
+
+    try:
+        exec(compile(source, "K.py", "exec"), {})
+    except BaseException as exc:  # noqa: BLE001 - the harness formats any import failure
+        printed = "".join(traceback.format_exception_only(type(exc), exc))
+        reason = load_error_reason(type(exc).__name__, printed)
+    assert reason.startswith(expected), reason
+    assert reason.count(expected.split(":")[0] + ":") == 1
