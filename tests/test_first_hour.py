@@ -121,7 +121,10 @@ def test_kernel_errors_name_the_users_file_with_the_line_and_caret(tmp_path):
     ("source", "expected"),
     [
         ("import not_a_module_xyz", "ModuleNotFoundError: No module named 'not_a_module_xyz'"),
-        ("def f(:\n    pass", "SyntaxError: invalid syntax (K.py, line 1)\n    def f(:\n          ^"),
+        (
+            "def f(:\n    pass",
+            "SyntaxError: invalid syntax (K.py, line 1)\n    def f(:\n          ^",
+        ),
         ("if True:\nx = 1", "IndentationError: expected an indented block after 'if' statement"),
     ],
 )
@@ -137,3 +140,58 @@ def test_load_error_reason_from_what_python_prints(source, expected):
         reason = load_error_reason(type(exc).__name__, printed)
     assert reason.startswith(expected), reason
     assert reason.count(expected.split(":")[0] + ":") == 1
+
+
+def _addmm_report():
+    from evaluator.report import Report
+    from evaluator.results import OperatorResult, Status, TestResult
+
+    args = "((T([512], f16), T([64, 256], f16), T([256, 512], f16)), {})"
+    test = TestResult(args=args, passed=True, max_abs_error=1.0, max_rel_error=0.37)
+    result = OperatorResult(
+        op="addmm.default", folder="addmm__default", status=Status.PASSED, tests=1, passed=1,
+        results=[test],
+    )  # fmt: skip
+    return Report(run={}, operators=[result], excluded=[], suite="smoke", device="cpu")
+
+
+def test_a_passing_max_error_is_shown_beside_its_tolerance():
+    import io
+
+    from rich.console import Console
+
+    from evaluator.report import print_summary, render_markdown
+
+    report = _addmm_report()
+    wide = io.StringIO()
+    print_summary(report, Console(file=wide, width=160))
+    assert "1.00e+00 (f16: atol 0.001, rtol 0.002)" in wide.getvalue()
+    narrow = io.StringIO()
+    print_summary(report, Console(file=narrow, width=80))
+    text = " ".join(narrow.getvalue().split())
+    assert "within atol + rtol * |eager| (f16: atol 0.001, rtol 0.002)" in text
+    assert "1.00e+00 (f16: atol 0.001, rtol 0.002)" in render_markdown(report)
+    report.run = {"eval_config": {"correctness": {"tolerance_profile": "backendbench"}}}
+    assert "1.00e+00 (f16: atol 0.01, rtol 0.01)" in render_markdown(report)
+
+
+def test_console_line_of_a_pass_shows_the_cases_skipped_on_the_cpu():
+    import io
+
+    from rich.console import Console
+
+    from agent.live import RunView
+    from evaluator.results import OperatorResult, Status, TestResult
+
+    ran = [TestResult(args=f"(({i},), {{}})", passed=True) for i in range(5)]
+    big = [
+        TestResult(args="big", passed=False, skipped=True, flags=["skipped_size:300000>262144"])
+        for _ in range(5)
+    ]
+    result = OperatorResult(
+        op="relu.default", folder="relu__default", status=Status.PASSED, tests=5, passed=5,
+        skipped_tests=5, results=ran + big,
+    )  # fmt: skip
+    out = io.StringIO()
+    RunView(Console(file=out, width=120), live=False).evaluated(result)
+    assert out.getvalue().strip() == "[eval] relu.default: passed (5/5 tests, 5 skipped on CPU)"
