@@ -34,7 +34,7 @@ from agent.runlog import (
     FAILED,
     NO_CODE,
     PASSED,
-    PASSED_LATE,
+    PASSED_NOT_KEPT,
     PROVIDER_ERROR,
     UNTESTABLE,
     RoundRecord,
@@ -176,7 +176,7 @@ class Worker:
                 self.report.stopped = "cancelled"
                 break
             self.report.rounds += 1
-            if outcome in (PASSED, PASSED_LATE):
+            if outcome in (PASSED, PASSED_NOT_KEPT):
                 self.report.stopped = "won" if outcome == PASSED else "cancelled"
                 break
             if outcome == UNTESTABLE:
@@ -276,8 +276,9 @@ class Worker:
         self._feedback = result.to_json()
         self._messages = self._next_messages(completion.text, code, feedback)
         if result.status == Status.PASSED:
-            won = task.claim_win(w, round_, code)
-            return self._finish(path, meta, PASSED if won else PASSED_LATE, started)
+            # The worker whose sandbox run gave the verdict claimed the win in _judge already.
+            won = task.winner == (w, round_) or (reused is None and task.claim_win(w, round_, code))
+            return self._finish(path, meta, PASSED if won else PASSED_NOT_KEPT, started)
         if result.status == Status.SKIPPED:
             meta["error"] = result.reason or "no test could run on this device"
             task.mark_untestable(meta["error"])
@@ -393,6 +394,10 @@ class Worker:
             result, seconds = self._run_judge(candidate)
             if mine:
                 shared.result = result
+                if result is not None and result.status == Status.PASSED:
+                    # Before the workers waiting on this verdict wake: the kept kernel is the
+                    # one whose sandbox run passed, not a copy that reused its verdict.
+                    task.claim_win(self.number, round_, code)
             return result, seconds, None
         finally:
             if mine:

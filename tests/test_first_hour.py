@@ -195,3 +195,30 @@ def test_console_line_of_a_pass_shows_the_cases_skipped_on_the_cpu():
     out = io.StringIO()
     RunView(Console(file=out, width=120), live=False).evaluated(result)
     assert out.getvalue().strip() == "[eval] relu.default: passed (5/5 tests, 5 skipped on CPU)"
+
+
+def test_the_kept_worker_is_the_one_whose_sandbox_run_passed(tmp_path):
+    import json
+
+    from agent_fakes import MarkerJudge, QueueProvider, Scripted, answer, config, make_parts
+
+    from agent.session import RunRequest, Session
+
+    op = "relu.default"
+    provider = QueueProvider()
+    provider.enqueue(op, 1, answer(op, "pass"))
+    for w in (2, 3):  # the same text, a moment later: they wait for worker 1's verdict
+        provider.enqueue(op, w, Scripted(text=answer(op, "pass"), delay_s=0.1))
+    parts = make_parts(provider, MarkerJudge(delay_s=0.5))
+    cfg = config(tmp_path, num_workers=3, max_rounds=1)
+    result = Session(RunRequest(cfg=cfg, mode="generate", argv=["--test"]), parts).run()
+    decision = json.loads((result.run_dir / "ops/relu__default/decision.json").read_text())
+    assert (decision["status"], decision["worker"]) == ("kept", 1)
+    metas = {
+        int(p.parent.parent.name.split("_")[1]): json.loads(p.read_text())
+        for p in result.run_dir.glob("ops/relu__default/worker_*/round_1/meta.json")
+    }
+    assert metas[1]["outcome"] == "passed" and metas[1]["verdict_reused_from"] is None
+    for w in (2, 3):
+        assert metas[w]["outcome"] in ("passed_not_kept", "cancelled"), metas[w]
+        assert metas[w]["outcome"] != "passed"
