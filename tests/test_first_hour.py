@@ -222,3 +222,16 @@ def test_the_kept_worker_is_the_one_whose_sandbox_run_passed(tmp_path):
     for w in (2, 3):
         assert metas[w]["outcome"] in ("passed_not_kept", "cancelled"), metas[w]
         assert metas[w]["outcome"] != "passed"
+
+
+@pytest.mark.slow
+def test_builtin_provider_runs_one_worker_per_operator_and_says_so_once(tmp_path):
+    args = ["--generate-only", "--provider", "builtin", "--suite", "smoke", "--ops", "relu",
+            "--num-workers", "4", "--log-dir", str(tmp_path / "logs"),
+            "--kernels-dir", str(tmp_path / "kernels")]  # fmt: skip
+    code, out = run_cli(args)
+    assert code == 0, out
+    assert out.count("workers: 1 per operator, not 4") == 1
+    (run_dir,) = (tmp_path / "logs").iterdir()
+    assert [p.name for p in (run_dir / "ops" / "relu__default").glob("worker_*")] == ["worker_1"]
+    assert "kept" in out and (tmp_path / "kernels/relu__default").is_dir()
