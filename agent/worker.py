@@ -247,6 +247,10 @@ class Worker:
         except task.extract_error as exc:
             reason = getattr(exc, "reason", None) or str(exc)
             meta["error"] = f"no usable kernel in the answer: {reason}"
+            if completion.raw.get("written") is False:
+                # The provider said why it wrote nothing (the builtin one: no writer for the op).
+                said = completion.text.strip().split(";")[0].splitlines()
+                meta["error"] = (said[0] if said else meta["error"])[:300]
             feedback = f"Your answer could not be tested: {reason}"
             rl.write_text(path, "feedback.md", feedback)
             self._feedback = {"status": NO_CODE, "reason": reason}

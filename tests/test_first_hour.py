@@ -235,3 +235,42 @@ def test_builtin_provider_runs_one_worker_per_operator_and_says_so_once(tmp_path
     (run_dir,) = (tmp_path / "logs").iterdir()
     assert [p.name for p in (run_dir / "ops" / "relu__default").glob("worker_*")] == ["worker_1"]
     assert "kept" in out and (tmp_path / "kernels/relu__default").is_dir()
+
+
+def _trace_with_unknown_ops(tmp_path: Path) -> Path:
+    trace = tmp_path / "trace.txt"
+    trace.write_text(
+        "Operator: aten.frobnicate.default\ncnt: 1, ((T([64], f32),), {})\n"
+        "Operator: aten.relu.Nope\ncnt: 1, ((T([64], f32),), {})\n"
+    )
+    return trace
+
+
+def test_unknown_operators_in_a_trace_are_named_in_one_warning_when_evaluating(tmp_path):
+    trace = _trace_with_unknown_ops(tmp_path)
+    kernels = tmp_path / "kernels" / "zz__default"
+    kernels.mkdir(parents=True)
+    (kernels / "zz__default_implementation_v1.py").write_text(
+        "def zz__default_kernel_impl(): pass\n"
+    )
+    args = ["--evaluate-only", "--kernels-dir", str(tmp_path / "kernels"), "--trace-file",
+            str(trace), "--log-dir", str(tmp_path / "logs"), "-q"]  # fmt: skip
+    code, out = run_cli(args)
+    assert code == 0, out
+    warnings = [line for line in out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1, out
+    assert "2 operator(s) are not ATen operators" in warnings[0]
+    assert "frobnicate.default, relu.Nope" in warnings[0]
+    (run_dir,) = (tmp_path / "logs").iterdir()
+    assert "frobnicate.default, relu.Nope" in (run_dir / "OVERALL_SUMMARY.md").read_text()
+
+
+def test_generation_reports_the_builtin_providers_own_reason_for_an_unknown_operator(tmp_path):
+    trace = _trace_with_unknown_ops(tmp_path)
+    args = ["--generate-only", "--provider", "builtin", "--trace-file", str(trace),
+            "--log-dir", str(tmp_path / "logs"), "--kernels-dir", str(tmp_path / "k")]  # fmt: skip
+    code, out = run_cli(args)
+    assert code == 0, out
+    assert "not ATen operators" in out
+    assert "builtin provider has no writer for frobnicate.default" in out
+    assert "no code block" not in out
