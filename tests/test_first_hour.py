@@ -274,3 +274,64 @@ def test_generation_reports_the_builtin_providers_own_reason_for_an_unknown_oper
     assert "not ATen operators" in out
     assert "builtin provider has no writer for frobnicate.default" in out
     assert "no code block" not in out
+
+
+def _generate_then_evaluate_only(tmp_path: Path) -> tuple[Path, Path]:
+    """A generation run for relu.default, then a newer evaluate-only run of the same kernels."""
+    from agent_fakes import QueueProvider, answer, make_parts, marker_evaluate
+
+    op = "relu.default"
+    provider = QueueProvider().enqueue(op, 1, answer(op, "fail"), answer(op, "pass"))
+    common = [
+        "--ops",
+        op,
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--kernels-dir",
+        str(tmp_path / "k"),
+    ]
+    assert run_cli(["--generate-only", "--num-workers", "1", *common], make_parts(provider))[0] == 0
+    parts = make_parts(QueueProvider(), evaluate=marker_evaluate)
+    assert run_cli(["--evaluate-only", *common], parts)[0] == 0
+    from agent.logs import run_dirs
+
+    evaluated, generated = run_dirs(tmp_path / "logs")
+    return generated, evaluated
+
+
+def logs(args: list[str]) -> tuple[int, str]:
+    import io
+
+    from rich.console import Console
+
+    from agent.logs import main as logs_main
+
+    out = io.StringIO()
+    code = logs_main(args, console=Console(file=out, width=160))
+    return code, out.getvalue()
+
+
+def test_logs_latest_op_finds_the_newest_run_with_rounds_past_an_evaluate_only_run(tmp_path):
+    generated, evaluated = _generate_then_evaluate_only(tmp_path)
+    code, out = logs(["latest", "--log-dir", str(tmp_path / "logs")])
+    assert code == 0 and evaluated.name in out
+    assert "not started" not in out and "evaluate-only" in out
+    assert "relu.default" in out and "passed" in out
+    code, out = logs(["latest", "--op", "relu.default", "--log-dir", str(tmp_path / "logs")])
+    assert code == 0, out
+    assert "worker 1 round 1: failed" in out and "worker 1 round 2: passed" in out
+    # The evaluate-only run itself shows the operator's evaluation instead of an error.
+    code, out = logs([str(evaluated), "--op", "relu"])
+    assert code == 0 and "evaluated, no rounds in this run" in out and "verdict: passed" in out
+
+
+def test_logs_piped_output_is_not_cut_to_80_columns(tmp_path):
+    generated, _ = _generate_then_evaluate_only(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent.logs", "--log-dir", str(tmp_path / "logs")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    row = [line for line in proc.stdout.splitlines() if f" {generated.name} " in line]
+    assert len(row) == 1 and "completed" in row[0] and "1/1" in row[0], proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) > 80
