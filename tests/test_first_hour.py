@@ -40,6 +40,8 @@ def _imported_modules(args: list[str]) -> tuple[subprocess.CompletedProcess, set
         (["--num-operators", "abc"], 2, "invalid int value: 'abc'"),
         (["--generate-only", "--evaluate-only"], 2, "not allowed with"),
         (["--no-such-flag"], 2, "--no-such-flag"),
+        (["--num-workers", "0"], 2, "agent.num_workers"),
+        (["--resume", ".", "--ops", "relu"], 2, "drop --ops"),
     ],
 )
 def test_help_and_usage_errors_answer_before_torch_is_imported(args, code, needle):
