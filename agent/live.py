@@ -29,6 +29,7 @@ STATUS_TEXT = {
     "budget_stopped": "budget stop",
     "interrupted": "interrupted",
 }
+MAX_REASON_LINES = 4  # a syntax error: the message, the source line, the caret
 STATUS_STYLE = {
     "kept": "green",
     "not_kept": "red",
@@ -181,7 +182,8 @@ class RunView:
         elif kind == "round_end":
             tests = ""
             if e.get("tests") is not None and e.get("outcome") != "cancelled":
-                tests = f" ({e.get('passed')}/{e.get('tests')} tests)"
+                tests = f" ({e.get('passed')}/{e.get('tests')} tests"
+                tests += f", {e['skipped']} skipped)" if e.get("skipped") else ")"
             reason = f": {_clip(e.get('reason'))}" if e.get("reason") else ""
             tokens = int(e.get("input_tokens") or 0) + int(e.get("output_tokens") or 0)
             self._line(
@@ -199,15 +201,18 @@ class RunView:
             self._line(f"[{op}] decided earlier in this run folder: {e.get('status')}")
 
     def evaluated(self, result: Any) -> None:
-        """evaluator.evaluate.evaluate's progress callback: one OperatorResult."""
-        self.say(
-            f"[eval] {result.op}: {result.status} ({result.passed}/{result.tests} tests)"
-            + (
-                f": {_first_line(result.reason)}"
-                if result.reason and str(result.status) != "passed"
-                else ""
-            )
-        )
+        """evaluator.evaluate.evaluate's progress callback: one OperatorResult.
+
+        A kernel that would not import shows its whole (short) reason: for a syntax error that is
+        the offending line and the caret under it."""
+        reason = str(result.reason or "").strip() if str(result.status) != "passed" else ""
+        lines = reason.splitlines()
+        if not any(str(f).startswith("import_error") for f in result.flags):
+            lines = lines[:1]
+        head = f"[eval] {result.op}: {result.status} ({tests_text(result)})"
+        self.say(head + (f": {lines[0]}" if lines else ""))
+        for line in lines[1:MAX_REASON_LINES]:
+            self.say(f"    {line}")
 
     # ------------------------------------------------------------------ the end
 
@@ -240,6 +245,16 @@ class RunView:
                 f"estimated cost {cost}"
             )
         self.say(f"run folder: {result.run_dir}")
+
+
+def tests_text(result: Any) -> str:
+    """`5/5 tests`, with the cases that could not run here: `5/5 tests, 5 skipped on CPU`."""
+    text = f"{result.passed}/{result.tests} tests"
+    skipped = [t for t in result.results if t.skipped]
+    if not skipped:
+        return text
+    on_cpu = all(any(str(f).startswith("skipped_size") for f in t.flags) for t in skipped)
+    return f"{text}, {len(skipped)} skipped" + (" on CPU" if on_cpu else "")
 
 
 def _clip(text: Any, limit: int = 160) -> str:

@@ -4,14 +4,18 @@
     python -m agent.logs RUN                  one run: command, status, budget, each operator, scores
     python -m agent.logs RUN --op add.Tensor  one operator's rounds: prompt, response, verdict
 
-RUN is a run folder path, a folder name inside --log-dir, or `latest`. Texts are cut to a few
-lines unless --full. Read-only: it never changes a run folder. Exit 2 (one line) for a RUN or
-an operator that is not there.
+RUN is a run folder path, a folder name inside --log-dir, or `latest` (with --op: the newest run
+that worked on that operator, so a later evaluate-only run does not hide the rounds). An
+evaluate-only run shows its evaluation: per operator the verdict, and with --op the reason and
+failing tests. Texts are cut to a few lines unless --full; piped output is not cut to 80 columns.
+Read-only: it never changes a run folder. Exit 2 (one line) for a RUN or an operator that is not
+there.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -25,6 +29,10 @@ from evaluator.errors import UsageError
 from evaluator.naming import normalize_op, op_to_folder
 
 PREVIEW_LINES = 8
+# Piped output is not cut to rich's 80-column default: a reader (grep, a file) wants whole lines.
+PIPE_WIDTH = 200
+# The evaluation's object report: its newer name first.
+REPORT_FILES = ("atenforge_results.json", "full_results.json")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,12 +75,26 @@ def _run_sort_key(path: Path) -> tuple[str, int]:
     return (f"{stem}_{time_part}", int(n) if n.isdigit() else 1)
 
 
-def find_run(spec: str, log_dir: Path) -> Path:
+def find_run(spec: str, log_dir: Path, op: str | None = None) -> Path:
+    """The run folder `spec` names; `latest` with `op` is the newest run that worked on `op`
+    (wrote rounds for it, or evaluated it), so an evaluate-only run does not hide the rounds."""
     if spec == "latest":
         runs = run_dirs(log_dir)
         if not runs:
             raise UsageError(f"no runs in '{log_dir}': pass --log-dir with your run folders.")
-        return runs[0]
+        if op is None:
+            return runs[0]
+        op = normalize_op(op)
+        for run_dir in runs:
+            if RunLog(run_dir).all_rounds(op):
+                return run_dir
+        for run_dir in runs:
+            if op in _results(run_dir):
+                return run_dir
+        raise UsageError(
+            f"no run in '{log_dir}' worked on {op}: pick an operator listed by "
+            "python -m agent.logs latest."
+        )
     for candidate in (Path(spec), log_dir / spec):
         if candidate.is_dir():
             return candidate
@@ -81,10 +103,36 @@ def find_run(spec: str, log_dir: Path) -> Path:
     )
 
 
+def _report(run_dir: Path) -> dict[str, Any]:
+    """The evaluation's report object (operators with their verdicts, scores), or {}."""
+    for name in REPORT_FILES:
+        data = read_json(run_dir / name)
+        if isinstance(data, dict) and isinstance(data.get("operators"), list):
+            return data
+    return {}
+
+
+def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Each evaluated operator's verdict: the report, else evaluation.jsonl (written as it goes)."""
+    ops = _report(run_dir).get("operators")
+    if ops is None:
+        ops = []
+        try:
+            lines = (run_dir / "evaluation.jsonl").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            try:
+                ops.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut short by an interrupt
+    return {o["op"]: o for o in ops if isinstance(o, dict) and o.get("op")}
+
+
 def run_summary(run_dir: Path) -> dict[str, Any]:
     """What the list and the summary show about a run, from run.json, decisions and reports."""
     run = read_json(run_dir / "run.json") or {}
-    results = read_json(run_dir / "full_results.json") or {}
+    results = _report(run_dir)
     ops = list(run.get("ops") or [])
     if not ops:
         ops = [o.get("op") for o in results.get("operators", []) if o.get("op")]
@@ -98,7 +146,7 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
         "kept": kept,
         "decided": sum(1 for d in decisions.values() if d),
         "scores": results.get("scores") or run.get("scores"),
-        "results": {o.get("op"): o for o in results.get("operators", [])},
+        "results": _results(run_dir),
     }
 
 
@@ -170,31 +218,38 @@ def show_run(run_dir: Path, console: Console) -> None:
     for resume in run.get("resumes", []):
         say(f"resumed:  {resume.get('started_at')}: {resume.get('command')}")
 
+    evaluate_only = run.get("mode") == "evaluate" or run.get("kind") == "evaluate"
+    if evaluate_only:
+        say(f"mode:     evaluate-only: the kernels in {run.get('kernels_dir', '?')}, no rounds")
     table = Table(title="operators")
     table.add_column("operator", no_wrap=True)
-    for name in ("decision", "winner", "rounds", "tokens", "evaluated", "reason"):
+    generation = () if evaluate_only else ("decision", "winner", "rounds", "tokens")
+    for name in (*generation, "evaluated", "reason"):
         table.add_column(name)
     rl = RunLog(run_dir)
     for op in s["ops"]:
         d = s["decisions"].get(op) or {}
+        result = s["results"].get(op) or {}
+        evaluated = (
+            f"{result.get('status')} {result.get('passed')}/{result.get('tests')}" if result else ""
+        )
+        reason = Text(_first_line(d.get("reason") or result.get("reason") or "")[:70])
+        if evaluate_only:
+            table.add_row(Text(op), evaluated, reason)
+            continue
         rounds = rl.all_rounds(op)
         tokens = sum(
             int((m or {}).get("input_tokens") or 0) + int((m or {}).get("output_tokens") or 0)
             for _, _, m in rounds
         )
-        result = s["results"].get(op) or {}
-        evaluated = (
-            f"{result.get('status')} {result.get('passed')}/{result.get('tests')}" if result else ""
-        )
-        winner = f"w{d['worker']} r{d['round']}" if d.get("worker") else ""
         table.add_row(
             Text(op),
             d.get("status", "undecided" if rounds else "not started"),
-            winner,
+            f"w{d['worker']} r{d['round']}" if d.get("worker") else "",
             str(len(rounds)),
             f"{tokens:,}",
             evaluated,
-            Text(_first_line(d.get("reason") or result.get("reason") or "")[:70]),
+            reason,
         )
     console.print(table)
     if s["scores"]:
@@ -212,9 +267,13 @@ def show_op(run_dir: Path, op: str, console: Console, *, full: bool) -> None:
     rl = RunLog(run_dir)
     rounds = rl.all_rounds(op)
     if not rounds:
-        raise UsageError(
-            f"no rounds for {op} in '{run_dir}': pick an operator listed by python -m agent.logs {run_dir}."
-        )
+        result = _results(run_dir).get(op)
+        if result is None:
+            raise UsageError(
+                f"{op} is not in '{run_dir}': pick an operator listed by python -m agent.logs {run_dir}."
+            )
+        show_evaluation(op, result, console, full=full)
+        return
     decision = rl.read_decision(op)
     console.rule(Text(f"{op} ({op_to_folder(op)})"))
     if decision:
@@ -241,6 +300,30 @@ def show_op(run_dir: Path, op: str, console: Console, *, full: bool) -> None:
         _block(console, "response", _read(path / "response.md"), full)
         verdict = _read(path / "feedback.md") or (meta.get("error") or "")
         _block(console, "verdict", verdict, full)
+
+
+def show_evaluation(op: str, result: dict[str, Any], console: Console, *, full: bool) -> None:
+    """An operator this run evaluated without writing rounds (an evaluate-only run)."""
+    console.rule(Text(f"{op} ({op_to_folder(op)}): evaluated, no rounds in this run"))
+    skipped = f", {result['skipped_tests']} skipped" if result.get("skipped_tests") else ""
+    console.print(
+        Text(
+            f"verdict: {result.get('status')} ({result.get('passed')}/{result.get('tests')} tests{skipped})"
+        ),
+        soft_wrap=True,
+    )
+    if result.get("kernel_file"):
+        console.print(Text(f"kernel:  {result['kernel_file']}"), soft_wrap=True)
+    if result.get("flags"):
+        console.print(Text(f"flags:   {', '.join(result['flags'])}"), soft_wrap=True)
+    _block(console, "reason", str(result.get("reason") or ""), full)
+    failing = [
+        t for t in result.get("results") or [] if not t.get("passed") and not t.get("skipped")
+    ]
+    lines = [
+        f"{t.get('args')}: {t.get('error_type') or ''} {t.get('error_msg') or ''}" for t in failing
+    ]
+    _block(console, "failing tests", "\n".join(lines), full)
 
 
 def _secs(value: Any) -> str:
@@ -271,8 +354,13 @@ def _first_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
+def _console() -> Console:
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=PIPE_WIDTH)
+
+
 def main(argv: list[str] | None = None, console: Console | None = None) -> int:
-    console = console or Console(highlight=False)
+    console = console or _console()
     try:
         args = build_parser().parse_args(argv)
         log_dir = Path(args.log_dir)
@@ -281,7 +369,7 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
                 raise UsageError("--op needs a run: python -m agent.logs RUN --op add.Tensor.")
             list_runs(log_dir, console)
         elif args.op:
-            show_op(find_run(args.run, log_dir), args.op, console, full=args.full)
+            show_op(find_run(args.run, log_dir, args.op), args.op, console, full=args.full)
         else:
             show_run(find_run(args.run, log_dir), console)
     except UsageError as exc:

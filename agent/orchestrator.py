@@ -48,6 +48,14 @@ NOT_KEPT = "not_kept"
 BUDGET_STOPPED = "budget_stopped"
 INTERRUPTED = "interrupted"
 DECIDED = {KEPT, NOT_KEPT}
+# Providers whose workers all write the same text for an operator (no sampling, no state across
+# calls): a second worker would only send the same file to the sandbox again.
+DETERMINISTIC_PROVIDERS = {"builtin"}
+
+
+def workers_per_operator(provider: Any, num_workers: int) -> int:
+    """`agent.num_workers`, or 1 for a deterministic provider (see DETERMINISTIC_PROVIDERS)."""
+    return 1 if getattr(provider, "name", None) in DETERMINISTIC_PROVIDERS else num_workers
 
 
 # ---------------------------------------------------------------------------------- parts
@@ -295,7 +303,7 @@ class Generator:
             self._tasks.append(task)
             if self.stop.is_set():
                 task.cancel.set()
-        num_workers = self.cfg.agent.num_workers
+        num_workers = workers_per_operator(self.provider, self.cfg.agent.num_workers)
         can_write = getattr(self.provider, "can_write", None)
         if callable(can_write) and not can_write(oc.op):
             # The provider said it cannot write this operator: one round records that, honestly.

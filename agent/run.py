@@ -213,14 +213,20 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_request(argv: list[str]) -> Any:
-    """Flags -> a RunRequest (UsageError on a bad flag, combination or config value)."""
-    from agent.config import load_config
-    from agent.session import RunRequest, resume_config, saved_mode
+    """Flags -> a RunRequest (UsageError on a bad flag, combination or config value).
 
+    The flags and the config are checked before anything heavy is imported (the session pulls in
+    torch and triton, seconds on a busy machine): `--help` and a usage or config error answer at
+    once.
+    """
     args = build_parser().parse_args(argv)
     overrides = overrides_from_args(args)
+    from agent.config import load_config
+
     if args.resume is None:
         cfg = load_config(args.config, overrides)
+        from agent.session import RunRequest
+
         mode = "generate" if args.generate_only else "evaluate" if args.evaluate_only else "full"
         return args, RunRequest(cfg=cfg, mode=mode, argv=list(argv))
     given = [f for f in SELECTION_FLAGS if getattr(args, f) is not None]
@@ -229,6 +235,8 @@ def make_request(argv: list[str]) -> Any:
     if given:
         flag = "--" + given[0].replace("_", "-")
         raise UsageError(f"--resume continues the run as it was started: drop {flag}.")
+    from agent.session import RunRequest, resume_config, saved_mode
+
     run_dir = Path(args.resume)
     saved = resume_config(run_dir)
     cfg = load_config(None, _merge(saved, overrides))

@@ -40,14 +40,25 @@ META_FILE = "meta.json"
 
 # Round outcomes written in meta.json["outcome"] and the round_end event.
 PASSED = "passed"  # this round's candidate passed and was kept
-PASSED_LATE = "passed_late"  # passed, but another worker of the operator had already won
+# Passed too, but another worker's kernel is the one kept: it passed first, or it sent the same
+# text and its sandbox run gave the verdict this round reused.
+PASSED_NOT_KEPT = "passed_not_kept"
 FAILED = "failed"  # the verdict was not `passed`
 UNTESTABLE = "untestable"  # the verdict was `skipped`: no test can run on this device
 NO_CODE = "no_code"  # no usable kernel could be extracted from the answer
 PROVIDER_ERROR = "provider_error"  # the call failed for good (after the provider's retries)
 CANCELLED = "cancelled"  # stopped mid-round: another worker won, or the run was interrupted
 # A cancelled round is not finished: resume redoes it.
-FINISHED_OUTCOMES = {PASSED, PASSED_LATE, FAILED, UNTESTABLE, NO_CODE, PROVIDER_ERROR}
+# "passed_late" is PASSED_NOT_KEPT's name in run folders written before it was renamed.
+FINISHED_OUTCOMES = {
+    PASSED,
+    PASSED_NOT_KEPT,
+    "passed_late",
+    FAILED,
+    UNTESTABLE,
+    NO_CODE,
+    PROVIDER_ERROR,
+}
 
 
 def read_json(path: Path) -> Any:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from agent.budget import Budget
 from agent.config import RunConfig
-from agent.orchestrator import Generator, OpOutcome, Parts
+from agent.orchestrator import Generator, OpOutcome, Parts, workers_per_operator
 from agent.providers.base import Provider
 from agent.runlog import RunLog, read_json
 from evaluator.errors import UsageError
@@ -107,6 +107,12 @@ class Session:
         self.say(f"run folder: {self.run_dir}")
         if provider is not None:
             self.say(f"provider: {why}")
+            num_workers = self.cfg.agent.num_workers
+            if workers_per_operator(provider, num_workers) < num_workers:
+                self.say(
+                    f"workers: 1 per operator, not {num_workers}: {provider.name} writes the same "
+                    "code in every worker, so more would only judge the same file again"
+                )
         self._write_start(device, provider, why, ops, previous)
         runlog.emit(
             "run_start",
@@ -163,7 +169,9 @@ class Session:
         if self.view is None:
             yield
             return
-        self.view.start([oc.op for oc in ops], self.cfg.agent.num_workers)
+        provider = self.generator.provider if self.generator is not None else None
+        num_workers = workers_per_operator(provider, self.cfg.agent.num_workers)
+        self.view.start([oc.op for oc in ops], num_workers)
         try:
             yield
         finally:
@@ -216,6 +224,9 @@ class Session:
             max_cases_per_op=cfg.eval.max_cases_per_op,
             **extra,
         )
+        if previous.get("excluded"):
+            # A resumed run names the exclusions of its first selection (the resumed one is by op).
+            selection.excluded = [tuple(e) for e in previous["excluded"]]
         for error in selection.errors:
             self.say(f"warning: {error}")
         if not selection.ops:
@@ -299,6 +310,7 @@ class Session:
             run_dir=self.run_dir,
             log_dir=cfg.log_dir,
             progress=progress,
+            excluded=list(self._selection.excluded),
         )
         self.runlog.emit("evaluation_done", scores=getattr(report, "scores", None))
         return report

@@ -34,7 +34,7 @@ from agent.runlog import (
     FAILED,
     NO_CODE,
     PASSED,
-    PASSED_LATE,
+    PASSED_NOT_KEPT,
     PROVIDER_ERROR,
     UNTESTABLE,
     RoundRecord,
@@ -176,7 +176,7 @@ class Worker:
                 self.report.stopped = "cancelled"
                 break
             self.report.rounds += 1
-            if outcome in (PASSED, PASSED_LATE):
+            if outcome in (PASSED, PASSED_NOT_KEPT):
                 self.report.stopped = "won" if outcome == PASSED else "cancelled"
                 break
             if outcome == UNTESTABLE:
@@ -247,6 +247,10 @@ class Worker:
         except task.extract_error as exc:
             reason = getattr(exc, "reason", None) or str(exc)
             meta["error"] = f"no usable kernel in the answer: {reason}"
+            if completion.raw.get("written") is False:
+                # The provider said why it wrote nothing (the builtin one: no writer for the op).
+                said = completion.text.strip().split(";")[0].splitlines()
+                meta["error"] = (said[0] if said else meta["error"])[:300]
             feedback = f"Your answer could not be tested: {reason}"
             rl.write_text(path, "feedback.md", feedback)
             self._feedback = {"status": NO_CODE, "reason": reason}
@@ -261,7 +265,12 @@ class Worker:
             meta["error"] = f"cancelled while waiting for a sandbox: {self._why_cancelled()}"
             return self._finish(path, meta, CANCELLED, started)
         rl.write_verdict(path, result)
-        meta.update(status=str(result.status), tests=result.tests, passed=result.passed)
+        meta.update(
+            status=str(result.status),
+            tests=result.tests,
+            passed=result.passed,
+            skipped=result.skipped_tests,
+        )
         if result.status != Status.PASSED and task.cancel.is_set():
             meta["error"] = f"cancelled while the candidate was tested: {self._why_cancelled()}"
             return self._finish(path, meta, CANCELLED, started)
@@ -271,8 +280,9 @@ class Worker:
         self._feedback = result.to_json()
         self._messages = self._next_messages(completion.text, code, feedback)
         if result.status == Status.PASSED:
-            won = task.claim_win(w, round_, code)
-            return self._finish(path, meta, PASSED if won else PASSED_LATE, started)
+            # The worker whose sandbox run gave the verdict claimed the win in _judge already.
+            won = task.winner == (w, round_) or (reused is None and task.claim_win(w, round_, code))
+            return self._finish(path, meta, PASSED if won else PASSED_NOT_KEPT, started)
         if result.status == Status.SKIPPED:
             meta["error"] = result.reason or "no test could run on this device"
             task.mark_untestable(meta["error"])
@@ -302,6 +312,7 @@ class Worker:
             status=meta["status"],
             tests=meta["tests"],
             passed=meta["passed"],
+            skipped=meta.get("skipped"),
             input_tokens=meta["input_tokens"],
             output_tokens=meta["output_tokens"],
             cost_usd=meta["cost_usd"],
@@ -387,6 +398,10 @@ class Worker:
             result, seconds = self._run_judge(candidate)
             if mine:
                 shared.result = result
+                if result is not None and result.status == Status.PASSED:
+                    # Before the workers waiting on this verdict wake: the kept kernel is the
+                    # one whose sandbox run passed, not a copy that reused its verdict.
+                    task.claim_win(self.number, round_, code)
             return result, seconds, None
         finally:
             if mine:

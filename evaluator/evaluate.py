@@ -109,8 +109,13 @@ def evaluate(
     progress: Callable[[OperatorResult], None] | None = None,
     measure_performance: bool = True,
     write: bool = True,
+    excluded: list[tuple[str, str]] | None = None,
 ):  # -> evaluator.report.Report
-    """Evaluate every selected operator's kernel in `kernels_dir` and write the reports."""
+    """Evaluate every selected operator's kernel in `kernels_dir` and write the reports.
+
+    `excluded` replaces the (operator, reason) exclusions the reports list: a caller that selected
+    from a suite and passes its choice as `ops` (the agent) hands over the suite's exclusions.
+    """
     from evaluator.report import Report, write_reports
     from evaluator.runfolder import create_run_dir, environment_info, write_json
     from evaluator.suites import select_operators
@@ -131,6 +136,8 @@ def evaluate(
         max_cases_per_op=config.max_cases_per_op,
         prefer=prefer,
     )
+    if excluded is not None:
+        selection.excluded = list(excluded)
     if write and run_dir is None:
         run_dir = create_run_dir(log_dir)
     started = datetime.now(UTC).isoformat(timespec="seconds")

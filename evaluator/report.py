@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evaluator.error_text import correctness_config, error_with_tolerance, tolerance_legend
 from evaluator.errors import UsageError
 from evaluator.results import OperatorResult, Status, TestResult, flag_name
 from evaluator.runfolder import write_json, write_text
@@ -410,13 +411,14 @@ def render_markdown(report: Report) -> str:
         "| operator | status | passed/tests | speedup | max abs err | max rel err | flags | reason |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    correctness = correctness_config(report.run)
     for r in report.operators:
         cells = [
             f"`{r.op}`",
             f"**{r.status}**" if r.status != Status.PASSED else str(r.status),
             _fmt_tests(r),
             _fmt_speedup(_as_float(r.geomean_speedup)),
-            _fmt_error(r.max_error("max_abs_error")),
+            error_with_tolerance(r, correctness),
             _fmt_error(r.max_error("max_rel_error")),
             ", ".join(r.flags),
             _shorten(r.reason),
@@ -447,6 +449,7 @@ def print_summary(report: Report, console: Console) -> None:
     # Widths are set here because rich squeezes every column alike once a table is too wide. A
     # console that is not a terminal is 80 columns: there, flag names share the reason's column.
     narrow = console.width < 120
+    correctness = correctness_config(report.run)
     rows = []
     for r in report.operators:
         reason = _shorten(r.reason)
@@ -461,7 +464,9 @@ def print_summary(report: Report, console: Console) -> None:
                 str(r.status),
                 _fmt_tests(r),
                 _fmt_speedup(_as_float(r.geomean_speedup)),
-                _fmt_error(r.max_error("max_abs_error")),
+                _fmt_error(r.max_error("max_abs_error"))
+                if narrow
+                else error_with_tolerance(r, correctness),
                 *tail,
             ]
         )
@@ -489,6 +494,9 @@ def print_summary(report: Report, console: Console) -> None:
         cells[1].stylize(_STATUS_STYLE.get(r.status, ""))
         table.add_row(*cells)
     console.print(table)
+    legend = tolerance_legend(report.operators, correctness) if narrow else ""
+    if legend:
+        console.print(Text(legend, style="dim"))
     n = scores["num_operators"]
     line = (
         f"correctness {scores['num_passed']}/{n} ({scores['correctness_score']:.1%})"

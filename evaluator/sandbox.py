@@ -37,6 +37,7 @@ from typing import Any
 
 from evaluator.config import EvalConfig
 from evaluator.guards import is_secret_name
+from evaluator.kernel_errors import load_error_reason, show_user_path
 from evaluator.naming import op_to_folder
 from evaluator.results import (
     ERROR_FLAGS,
@@ -279,7 +280,9 @@ class Sandbox:
         started = time.monotonic()
         with self._slots:
             outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
-        result = assemble(op, str(kernel_file), cases, outcome)
+        result = show_user_path(
+            assemble(op, str(kernel_file), cases, outcome), str(local_kernel), str(kernel_file)
+        )
         if self.device == "cuda" and ran_out_of_gpu_memory(
             result, _tail(job_dir / "stderr.txt", 20000)
         ):
@@ -290,7 +293,9 @@ class Sandbox:
             results_path.unlink(missing_ok=True)
             with self._slots:
                 outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
-            result = assemble(op, str(kernel_file), cases, outcome)
+            result = show_user_path(
+                assemble(op, str(kernel_file), cases, outcome), str(local_kernel), str(kernel_file)
+            )
             result.phases_s["rerun_alone"] = 1.0
         result.wall_s = time.monotonic() - started
         result.phases_s |= {"submit": round((outcome.state.begun_at or started) - started, 4)}
@@ -514,7 +519,8 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
         return result
     if load_error is not None:
         result.flags = [load_error["flag"]] + op_flags
-        result.reason = f"{load_error['error_type']}: {load_error['error_msg']}"
+        result.reason = load_error_reason(load_error["error_type"], load_error["error_msg"])
+        result.tests = len(cases)  # none of them could run: each counts as not passed
         result.status = (
             Status.REJECTED if any(flag_name(f) in REJECT_FLAGS for f in op_flags) else Status.ERROR
         )
@@ -524,6 +530,7 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
         result.flags = [fault[0]] + op_flags
         where = "while importing the kernel" if state.events else "while preparing the tests"
         result.reason = f"{fault[1]} {where}"
+        result.tests = len(cases)
         result.status = (
             Status.REJECTED if any(flag_name(f) in REJECT_FLAGS for f in op_flags) else Status.ERROR
         )

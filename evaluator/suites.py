@@ -194,6 +194,13 @@ def select_operators(
     ranked = sorted(chosen, key=lambda op: (-models.get(op, 0), -counts[op], op))
     if num_operators is not None:
         ranked = ranked[:num_operators]
+    unknown = unknown_overloads(ranked)
+    if unknown:
+        errors = [
+            *errors,
+            f"{name}: {len(unknown)} operator(s) are not ATen operators of this torch build: "
+            f"{', '.join(unknown)}; they cannot be tested (check the spelling)",
+        ]
     selected = [
         OpCases(
             op=op,
@@ -206,6 +213,23 @@ def select_operators(
     return Selection(
         suite=name, ops=selected, excluded=excluded, errors=errors, num_models=num_models
     )
+
+
+def unknown_overloads(ops: list[str]) -> list[str]:
+    """The overloads (`add.Tensor`) in `ops` that this torch build has no ATen operator for."""
+    import torch
+
+    unknown = []
+    for op in ops:
+        base, _, overload = op.partition(".")
+        packet = getattr(torch.ops.aten, base, None) if base.isidentifier() else None
+        try:
+            known = packet is not None and overload in packet.overloads()
+        except (AttributeError, RuntimeError):
+            known = False
+        if not known:
+            unknown.append(op)
+    return unknown
 
 
 def rank_cases(
