@@ -3,10 +3,11 @@
     python -m agent.logs                      every run in agent_logs/, newest first
     python -m agent.logs RUN                  one run: command, status, budget, each operator, scores
     python -m agent.logs RUN --op add.Tensor  one operator's rounds: prompt, response, verdict
+    python -m agent.logs RUN --html           (re)write RUN/report.html, the run as one web page
 
 RUN is a run folder path, a folder name inside --log-dir, or `latest`. Texts are cut to a few
-lines unless --full. Read-only: it never changes a run folder. Exit 2 (one line) for a RUN or
-an operator that is not there.
+lines unless --full. Read-only, except that --html writes report.html. Exit 2 (one line) for a
+RUN or an operator that is not there.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--full", action="store_true", help="print prompts, responses and verdicts in full"
+    )
+    p.add_argument(
+        "--html", action="store_true", help="write RUN/report.html (the run as one web page)"
     )
     return p
 
@@ -277,9 +281,13 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
         args = build_parser().parse_args(argv)
         log_dir = Path(args.log_dir)
         if args.run is None:
-            if args.op:
-                raise UsageError("--op needs a run: python -m agent.logs RUN --op add.Tensor.")
+            if args.op or args.html:
+                raise UsageError("--op and --html need a run: python -m agent.logs RUN --html.")
             list_runs(log_dir, console)
+        elif args.html:
+            from agent.report_html import write_report
+
+            console.print(Text(f"wrote {write_report(find_run(args.run, log_dir))}"))
         elif args.op:
             show_op(find_run(args.run, log_dir), args.op, console, full=args.full)
         else:

@@ -62,7 +62,11 @@ class RoundView:
         messages = read_json(self.path / "messages.json")
         messages = messages if isinstance(messages, list) else []
         system = next(
-            (str(m.get("content", "")) for m in messages if isinstance(m, dict) and m.get("role") == "system"),
+            (
+                str(m.get("content", ""))
+                for m in messages
+                if isinstance(m, dict) and m.get("role") == "system"
+            ),
             "",
         )
         last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
@@ -177,7 +181,9 @@ def load_run(run_dir: str | Path) -> RunView:
 
     t0 = _start_time(events)
     spans = _round_spans(events, t0)
-    elapsed = {e.get("op"): _float(e.get("elapsed_s")) for e in events if e.get("event") == "op_done"}
+    elapsed = {
+        e.get("op"): _float(e.get("elapsed_s")) for e in events if e.get("event") == "op_done"
+    }
     ops = []
     for name in names:
         view = OpView(op=name, result=by_op.get(name), decision=runlog.read_decision(name))
@@ -186,7 +192,9 @@ def load_run(run_dir: str | Path) -> RunView:
             number = int(path.name.removeprefix("round_"))
             start, end = spans.get((name, worker, number), (None, None))
             view.rounds.append(
-                RoundView(name, worker, number, path, meta if isinstance(meta, dict) else {}, start, end)
+                RoundView(
+                    name, worker, number, path, meta if isinstance(meta, dict) else {}, start, end
+                )
             )
         ops.append(view)
     return RunView(

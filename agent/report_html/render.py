@@ -29,7 +29,11 @@ SOLVED_OUTCOMES = ("passed", "passed_late")
 SCORE_ROWS = [
     ("correctness_score", "correctness", "operators whose every test passed"),
     ("mean_pass_rate", "mean pass rate", "mean share of tests passed per operator"),
-    ("performance_score", "performance", "geomean speedup; an operator that did not pass counts 1.0"),
+    (
+        "performance_score",
+        "performance",
+        "geomean speedup; an operator that did not pass counts 1.0",
+    ),
     ("fast_0", "fast_0", "passed, with a measured speedup"),
     ("fast_1.0", "fast_1.0", "passed and faster than eager"),
     ("fast_1.2", "fast_1.2", "passed and faster than 1.2× eager"),
@@ -144,7 +148,15 @@ def _op_context(op: OpView) -> dict[str, Any]:
             }
         )
     boxes = [
-        svg.TimelineBox(r.worker, r.round, r.outcome, r.started, r.ended, round_anchor(op.op, r.worker, r.round), _round_title(r))
+        svg.TimelineBox(
+            r.worker,
+            r.round,
+            r.outcome,
+            r.started,
+            r.ended,
+            round_anchor(op.op, r.worker, r.round),
+            _round_title(r),
+        )
         for r in op.rounds
     ]
     return {
@@ -194,7 +206,9 @@ def _pass_rate_series(view: RunView) -> tuple[list[float], list[float | None]]:
     solved, mean_pass = [], []
     for r in range(1, rounds + 1):
         done = sum(
-            1 for op in view.ops if any(x.round <= r and x.outcome in SOLVED_OUTCOMES for x in op.rounds)
+            1
+            for op in view.ops
+            if any(x.round <= r and x.outcome in SOLVED_OUTCOMES for x in op.rounds)
         )
         solved.append(done / n)
         rates = [
@@ -209,11 +223,17 @@ def _pass_rate_series(view: RunView) -> tuple[list[float], list[float | None]]:
 
 def _calls(view: RunView) -> dict[str, Any]:
     calls = [r for op in view.ops for r in op.rounds if r.meta]
-    latencies = [float(r.meta["latency_s"]) for r in calls if isinstance(r.meta.get("latency_s"), int | float)]
+    latencies = [
+        float(r.meta["latency_s"])
+        for r in calls
+        if isinstance(r.meta.get("latency_s"), int | float)
+    ]
     by_model: dict[str, dict[str, Any]] = {}
     for r in calls:
         key = str(r.meta.get("model") or "?")
-        row = by_model.setdefault(key, {"model": key, "calls": 0, "in": 0, "out": 0, "cost": 0.0, "retries": 0})
+        row = by_model.setdefault(
+            key, {"model": key, "calls": 0, "in": 0, "out": 0, "cost": 0.0, "retries": 0}
+        )
         row["calls"] += 1
         row["in"] += r.tokens[0]
         row["out"] += r.tokens[1]

@@ -154,7 +154,9 @@ def timeline(boxes: Sequence[TimelineBox], width: int = 760) -> Markup:
     body = []
     for lane, worker in enumerate(workers):
         y = top + lane * lane_h
-        body.append(f'<text class="label" x="{label_w - 6}" y="{y + 14}" text-anchor="end">w{worker}</text>')
+        body.append(
+            f'<text class="label" x="{label_w - 6}" y="{y + 14}" text-anchor="end">w{worker}</text>'
+        )
         for b in (b for b in boxes if b.worker == worker):
             if timed:
                 x0 = label_w + plot_w * (b.start - t0) / span  # type: ignore[operator]
@@ -163,7 +165,9 @@ def timeline(boxes: Sequence[TimelineBox], width: int = 760) -> Markup:
                 x0 = label_w + plot_w * (b.round - 1) / slots
                 w = plot_w / slots - 3
             text = (
-                f'<text class="boxlabel" x="{x0 + 4:.1f}" y="{y + 14}">r{b.round}</text>' if w > 22 else ""
+                f'<text class="boxlabel" x="{x0 + 4:.1f}" y="{y + 14}">r{b.round}</text>'
+                if w > 22
+                else ""
             )
             body.append(
                 f'<a href="#{escape(b.anchor)}" class="jump" data-target="{escape(b.anchor)}">'
@@ -173,5 +177,7 @@ def timeline(boxes: Sequence[TimelineBox], width: int = 760) -> Markup:
     if timed:
         y = top + lane_h * len(workers) + 13
         body.append(f'<text class="tick" x="{label_w}" y="{y}">{t0:.1f} s</text>')
-        body.append(f'<text class="tick" x="{width - pad}" y="{y}" text-anchor="end">{t1:.1f} s</text>')
+        body.append(
+            f'<text class="tick" x="{width - pad}" y="{y}" text-anchor="end">{t1:.1f} s</text>'
+        )
     return _svg(width, height, body, "rounds of each worker over time")
