@@ -12,7 +12,6 @@ Round texts (prompt, answer, candidate, feedback) are read when the renderer ask
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -303,9 +302,3 @@ def _float(value: Any) -> float | None:
 def _positive(value: Any) -> float | None:
     number = _float(value)
     return number if number is not None and number > 0 else None
-
-
-def dumps_for_html(data: Any) -> str:
-    """JSON that is inert inside an HTML <script> element: no `<`, `>` or `&` characters at all."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

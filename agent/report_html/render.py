@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import difflib
+import gzip
 import hashlib
+import json
 import statistics
 from importlib.resources import files
 from typing import Any
@@ -22,7 +24,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from agent.report_html import svg
-from agent.report_html.model import OpView, RoundView, RunView, dumps_for_html
+from agent.report_html.model import OpView, RoundView, RunView
 from evaluator.naming import op_to_folder
 
 SOLVED_OUTCOMES = ("passed", "passed_late")
@@ -83,8 +85,10 @@ def round_anchor(op: str, worker: int, round_: int) -> str:
     return f"r-{op_to_folder(op)}-w{worker}-r{round_}"
 
 
-def round_payload(this: dict[str, str], previous: dict[str, str] | None, label: str) -> str:
-    """The JSON a round's details element is filled from when opened."""
+def round_payload(
+    this: dict[str, str], previous: dict[str, str] | None, label: str
+) -> dict[str, Any]:
+    """What a round's details element is filled with when opened."""
     answer = this["answer"]
     candidate = this["candidate"].strip()
     if len(candidate) >= MIN_DEDUPED_CHARS and candidate in answer:
@@ -100,17 +104,27 @@ def round_payload(this: dict[str, str], previous: dict[str, str] | None, label: 
                 n=3,
             )
         )
-    return dumps_for_html(
-        {
-            "prompt": this["prompt"],
-            "answer": answer,
-            "candidate": this["candidate"],
-            "diff": diff,
-            "has_previous": previous is not None,
-            "verdict": this["verdict"],
-            "feedback": this["feedback"],
-        }
-    )
+    return {
+        "prompt": this["prompt"],
+        "answer": answer,
+        "candidate": this["candidate"],
+        "diff": diff,
+        "has_previous": previous is not None,
+        "verdict": this["verdict"],
+        "feedback": this["feedback"],
+    }
+
+
+def pack_rounds(payloads: list[dict[str, Any]]) -> str:
+    """An operator's round texts as base64 of gzipped JSON: a fraction of the size (rounds of one
+    worker repeat most of their text), and only base64 letters inside the page's markup."""
+    data = json.dumps(payloads, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
+
+
+def unpack_rounds(packed: str) -> list[dict[str, Any]]:
+    """The inverse of `pack_rounds` (what the page's script does in the browser)."""
+    return json.loads(gzip.decompress(base64.b64decode(packed)).decode("utf-8"))
 
 
 def _round_title(r: RoundView) -> str:
@@ -121,6 +135,7 @@ def _round_title(r: RoundView) -> str:
 
 def _op_context(op: OpView) -> dict[str, Any]:
     rounds = []
+    payloads = []
     previous: dict[int, dict[str, str]] = {}
     system = ""
     for r in sorted(op.rounds, key=lambda r: (r.worker, r.round)):
@@ -144,9 +159,10 @@ def _op_context(op: OpView) -> dict[str, Any]:
                 "cost_usd": r.meta.get("cost_usd"),
                 "attempts": r.meta.get("attempts"),
                 "model": r.meta.get("model"),
-                "payload": Markup(round_payload(texts, prev, label)),
+                "index": len(payloads),
             }
         )
+        payloads.append(round_payload(texts, prev, label))
     boxes = [
         svg.TimelineBox(
             r.worker,
@@ -161,6 +177,7 @@ def _op_context(op: OpView) -> dict[str, Any]:
     ]
     return {
         "rounds": rounds,
+        "packed": pack_rounds(payloads) if payloads else "",
         "timeline": svg.timeline(boxes) if boxes else None,
         "system": system,
     }

@@ -1,6 +1,6 @@
 "use strict";
 (function () {
-  var errors = [];
+  var started = performance.now(), errors = [];
   window.addEventListener("error", function (e) { errors.push(String(e.message)); });
   var $ = function (s, el) { return (el || document).querySelector(s); };
   var $$ = function (s, el) { return Array.prototype.slice.call((el || document).querySelectorAll(s)); };
@@ -60,18 +60,37 @@
     d.appendChild(pre);
     return d;
   }
+  // An operator's round texts: base64 of gzipped JSON, unpacked once, when first needed.
+  function rounds(op) {
+    if (!op._rounds) {
+      var packed = $("script.rounds", op), bin = atob(packed ? packed.textContent.trim() : "");
+      var bytes = new Uint8Array(bin.length);
+      for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      op._rounds = new Response(stream).text().then(JSON.parse);
+    }
+    return op._rounds;
+  }
   function fill(details) {
-    var body = $(".body", details), payload = $("script.payload", details);
-    if (!body || !body.dataset.empty || !payload) return;
+    var body = $(".body", details);
+    if (!body || !body.dataset.empty) return;
     delete body.dataset.empty;
-    var p = JSON.parse(payload.textContent);
-    body.appendChild(block("verdict", p.verdict, true));
-    if (p.diff) body.appendChild(block("diff against this worker's previous round", p.diff, true, "diff"));
-    else if (p.has_previous) body.appendChild(el("p", "muted", "candidate unchanged from this worker's previous round"));
-    body.appendChild(block("candidate", p.candidate, !p.has_previous));
-    body.appendChild(block("feedback sent back", p.feedback, false));
-    body.appendChild(block("prompt (last message)", p.prompt, false));
-    body.appendChild(block("answer", p.answer, false));
+    body.textContent = "…";
+    rounds(details.closest("details.op")).then(function (all) {
+      var p = all[+details.dataset.i];
+      body.textContent = "";
+      body.appendChild(block("verdict", p.verdict, true));
+      if (p.diff) body.appendChild(block("diff against this worker's previous round", p.diff, true, "diff"));
+      else if (p.has_previous) body.appendChild(el("p", "muted", "candidate unchanged from this worker's previous round"));
+      body.appendChild(block("candidate", p.candidate, !p.has_previous));
+      body.appendChild(block("feedback sent back", p.feedback, false));
+      body.appendChild(block("prompt (last message)", p.prompt, false));
+      body.appendChild(block("answer", p.answer, false));
+      body.dataset.filled = "1";
+    }).catch(function (e) {
+      errors.push("round texts: " + e);
+      body.textContent = "could not unpack this round's texts: " + e;
+    });
   }
   document.addEventListener("toggle", function (e) {
     if (e.target.classList && e.target.classList.contains("round") && e.target.open) fill(e.target);
@@ -109,20 +128,26 @@
       round.parentElement.closest("details").open = true;
       $("summary", round).click();
     }
-    setTimeout(function () {
+    var box = $("#selftest");
+    out.script_start_ms = Math.round(started);
+    box.textContent = JSON.stringify(out);
+    var tries = 0;
+    (function check() {
+      var body = round && $(".body", round);
+      if (body && !body.dataset.filled && tries++ < 100) return setTimeout(check, 20);
       if (round) {
         out.checks.round_open = round.open;
         out.checks.round_blocks = $$(".body pre", round).length;
-        out.checks.round_text = $(".body", round).textContent.length;
-        out.checks.round_has_script_text = $(".body", round).textContent.indexOf("<\/script>") >= 0;
+        out.checks.round_text = body.textContent.length;
+        out.checks.round_has_script_text = body.textContent.indexOf("<\/script>") >= 0;
       }
-      out.checks.diffs = $$("script.payload").filter(function (s) { return JSON.parse(s.textContent).diff; }).length;
+      var nav = performance.getEntriesByType("navigation")[0];
+      out.load_ms = nav ? Math.round(nav.loadEventEnd) : null;
       out.injected = !!window.__injected;
-      var box = $("#selftest");
       box.textContent = JSON.stringify(out);
       box.hidden = false;
       box.dataset.done = "1";
-    }, 50);
+    })();
   }
   if (location.hash === "#selftest") selftest();
   else if (location.hash.length > 1) reveal(decodeURIComponent(location.hash.slice(1)));
