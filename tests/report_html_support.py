@@ -45,15 +45,18 @@ def {folder}_kernel_impl(x, *args, **kwargs):
     _kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)
     return out
 """
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_WORDS = random.Random(0)
+VOCAB = [
+    "".join(_WORDS.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_WORDS.randint(2, 9)))
+    for _ in range(400)
+]
 
 
 def _prose(rng: random.Random, chars: int) -> str:
     """Text about as compressible as a model's answer (a few hundred words, reused)."""
-    vocab = ["".join(rng.choice(_LETTERS) for _ in range(rng.randint(2, 9))) for _ in range(400)]
     words, size = [], 0
     while size < chars:
-        word = rng.choice(vocab) if rng.random() > 0.1 else f"{rng.uniform(0, 1e4):.4g}"
+        word = rng.choice(VOCAB) if rng.random() > 0.1 else f"{rng.uniform(0, 1e4):.4g}"
         words.append(word + ("\n" if rng.random() < 0.08 else " "))
         size += len(words[-1])
     return "".join(words)
@@ -284,8 +287,9 @@ def _run_chromium(args: list[str], timeout_s: float) -> subprocess.CompletedProc
 
 
 def dump_dom(url: str, *, timeout_s: float = 120.0, virtual_time_ms: int = 5000) -> str:
-    """The page's DOM after load (and after `virtual_time_ms` of timers)."""
-    done = _run_chromium([f"--virtual-time-budget={virtual_time_ms}", "--dump-dom", url], timeout_s)
+    """The page's DOM after load (and after `virtual_time_ms` of timers, when not 0)."""
+    budget = [f"--virtual-time-budget={virtual_time_ms}"] if virtual_time_ms else []
+    done = _run_chromium([*budget, "--dump-dom", url], timeout_s)
     return done.stdout
 
 
