@@ -295,7 +295,13 @@ def dump_dom(url: str, *, timeout_s: float = 120.0, virtual_time_ms: int = 5000)
 
 def screenshot(url: str, png: Path, *, width: int = 1200, height: int = 1500) -> Path:
     _run_chromium(
-        ["--hide-scrollbars", f"--window-size={width},{height}", f"--screenshot={png}", url],
+        [
+            "--hide-scrollbars",
+            "--virtual-time-budget=2000",  # lets the whole window paint before the capture
+            f"--window-size={width},{height}",
+            f"--screenshot={png}",
+            url,
+        ],
         120.0,
     )
     return png

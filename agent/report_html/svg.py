@@ -78,7 +78,8 @@ def speedup_chart(rows: Sequence[SpeedupRow], width: int = 760) -> Markup:
             )
         for args, speedup in row.cases:
             body.append(
-                f'<circle class="case" cx="{x(speedup):.1f}" cy="{y:.1f}" r="3">'
+                f'<circle class="case {"fast" if speedup >= 1.0 else "slow"}" '
+                f'cx="{x(speedup):.1f}" cy="{y:.1f}" r="3">'
                 f"<title>{escape(row.op)} {escape(args)}: {speedup:.3g}×</title></circle>"
             )
     return _svg(width, height, body, "speedup per operator and case, log scale")
