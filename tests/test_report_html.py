@@ -261,3 +261,19 @@ def test_whole_suite_run_with_4_workers_x_5_rounds_loads_fast(tmp_path: Path):
     print(f"report.html {size_mb:.1f} MB, parsed after {result['script_start_ms']} ms")
     assert size_mb < 15
     assert result["script_start_ms"] < 4000
+
+
+def test_round_shows_its_diff_against_the_workers_previous_candidate_once():
+    from agent.report_html.render import CANDIDATE_MARK, round_payload
+
+    code = "def f(x):\n" + "".join(f"    x = x + {i}\n" for i in range(20))
+    first = {"prompt": "p", "answer": f"```python\n{code}```", "candidate": code}
+    first |= {"feedback": "", "verdict": "failed", "system": ""}
+    second = first | {"candidate": code.replace("x + 3", "x - 3")}
+    second["answer"] = f"Fixed.\n```python\n{second['candidate']}```"
+    payload = round_payload(second, first, "round 1")
+    assert "-    x = x + 3" in payload["diff"] and "+    x = x - 3" in payload["diff"]
+    assert payload["answer"] == f"Fixed.\n```python\n{CANDIDATE_MARK}\n```"
+    unchanged = round_payload(first, first, "round 1")
+    assert unchanged["diff"] == "" and unchanged["has_previous"]
+    assert round_payload(first, None, "")["has_previous"] is False

@@ -94,7 +94,7 @@ def round_payload(
     if len(candidate) >= MIN_DEDUPED_CHARS and candidate in answer:
         answer = answer.replace(candidate, CANDIDATE_MARK)
     diff = ""
-    if previous is not None and this["candidate"] and previous["candidate"]:
+    if previous is not None and this["candidate"]:
         diff = "".join(
             difflib.unified_diff(
                 previous["candidate"].splitlines(keepends=True),
@@ -136,14 +136,17 @@ def _round_title(r: RoundView) -> str:
 def _op_context(op: OpView) -> dict[str, Any]:
     rounds = []
     payloads = []
-    previous: dict[int, dict[str, str]] = {}
-    system = ""
+    # per worker: its latest earlier round that had a candidate (a no-code round has none)
+    previous: dict[int, tuple[int, dict[str, str]]] = {}
+    systems: list[str] = []
     for r in sorted(op.rounds, key=lambda r: (r.worker, r.round)):
         texts = r.texts()
-        system = system or texts["system"]
-        prev = previous.get(r.worker)
-        label = f"round {r.round - 1}"
-        previous[r.worker] = texts
+        if texts["system"] and texts["system"] not in systems:
+            systems.append(texts["system"])
+        prev_round, prev = previous.get(r.worker, (0, None))
+        label = f"round {prev_round}"
+        if texts["candidate"]:
+            previous[r.worker] = (r.round, texts)
         ins, outs = r.tokens
         rounds.append(
             {
@@ -179,7 +182,7 @@ def _op_context(op: OpView) -> dict[str, Any]:
         "rounds": rounds,
         "packed": pack_rounds(payloads) if payloads else "",
         "timeline": svg.timeline(boxes) if boxes else None,
-        "system": system,
+        "systems": systems,
     }
 
 
@@ -300,7 +303,7 @@ def render_html(view: RunView) -> str:
     op_rows = [_op_row(op) for op in view.ops]
     max_tokens = max((r["tokens_in"] + r["tokens_out"] for r in op_rows), default=0)
     ops = [{**row, **_op_context(op)} for row, op in zip(op_rows, view.ops, strict=True)]
-    system = next((o["system"] for o in ops if o["system"]), "")
+    systems = list(dict.fromkeys(text for o in ops for text in o["systems"]))
     js = _asset("report.js")
     context = {
         "title": f"atenforge run {view.run_dir.name}",
@@ -329,7 +332,8 @@ def render_html(view: RunView) -> str:
         "ops": ops,
         "max_tokens": max_tokens,
         "calls": _calls(view),
-        "system": system,
+        "system": systems[0] if systems else "",
+        "same_system": len(systems) == 1,
         "excluded": view.excluded,
         "notes": [str(n) for n in view.results.get("notes") or []],
         "css": _asset("report.css"),

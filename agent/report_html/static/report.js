@@ -2,6 +2,7 @@
 (function () {
   var started = performance.now(), errors = [];
   window.addEventListener("error", function (e) { errors.push(String(e.message)); });
+  document.addEventListener("securitypolicyviolation", function (e) { errors.push("blocked by CSP: " + e.violatedDirective); });
   var $ = function (s, el) { return (el || document).querySelector(s); };
   var $$ = function (s, el) { return Array.prototype.slice.call((el || document).querySelectorAll(s)); };
   function el(tag, cls, text) {
