@@ -43,6 +43,7 @@ SCORE_ROWS = [
 # An answer's code block that is the candidate verbatim is shown once, as the candidate.
 MIN_DEDUPED_CHARS = 200
 CANDIDATE_MARK = "[… the code block here is the candidate, shown below …]"
+MAX_NOTE_CHARS = 600  # a test's error as the case table shows it (the full text is in the JSON)
 
 
 def _env() -> Environment:
@@ -195,6 +196,36 @@ def _decision_text(op: OpView) -> str:
     return str(d.get("status", "?"))
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _cases(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The evaluation's test cases of one operator, as the page lists them."""
+    rows = []
+    for t in result.get("results") or []:
+        if not isinstance(t, dict):
+            continue
+        error = ": ".join(str(t[k]) for k in ("error_type", "error_msg") if t.get(k))
+        note = " · ".join(x for x in (", ".join(map(str, t.get("flags") or [])), error) if x)
+        rows.append(
+            {
+                "args": str(t.get("args", "")),
+                "result": "skipped"
+                if t.get("skipped")
+                else "passed"
+                if t.get("passed")
+                else "failed",
+                "err": _number(t.get("max_abs_error")),
+                "speedup": _number(t.get("speedup")),
+                "kernel_ms": _number(t.get("kernel_ms")),
+                "eager_ms": _number(t.get("eager_ms")),
+                "note": note if len(note) <= MAX_NOTE_CHARS else note[:MAX_NOTE_CHARS] + " …",
+            }
+        )
+    return rows
+
+
 def _op_row(op: OpView) -> dict[str, Any]:
     result = op.result or {}
     ins, outs = op.tokens
@@ -217,6 +248,7 @@ def _op_row(op: OpView) -> dict[str, Any]:
         "gen_s": op.elapsed_s,
         "eval_s": result.get("wall_s"),
         "reason": str(result.get("reason") or (op.decision or {}).get("reason") or ""),
+        "cases": _cases(result),
     }
 
 
