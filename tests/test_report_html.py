@@ -116,6 +116,8 @@ def test_run_writes_report_with_scores_operators_and_every_round(replay_run: Pat
     assert 'aria-label="pass rate against round number"' in html
     assert html.count('aria-label="rounds of each worker over time"') == 2
     assert "evaluation: 10 test cases" in html  # add.Tensor's cases as the evaluation ran them
+    for tag in ("section", "details", "table", "tr", "svg", "script", "pre"):
+        assert html.count(f"<{tag}>") + html.count(f"<{tag} ") == html.count(f"</{tag}>"), tag
     for folder in ("add__Tensor", "relu__default"):
         for r in (1, 2, 3):
             assert f'id="r-{folder}-w1-r{r}"' in html

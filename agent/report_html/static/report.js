@@ -151,5 +151,5 @@
     })();
   }
   if (location.hash === "#selftest") selftest();
-  else if (location.hash.length > 1) reveal(decodeURIComponent(location.hash.slice(1)));
+  else if (location.hash.length > 1) { try { reveal(decodeURIComponent(location.hash.slice(1))); } catch (e) { /* not one of ours */ } }
 })();
