@@ -74,26 +74,11 @@ def replay_run(tmp_path_factory) -> Path:
     shutil.copytree(FIXTURES / "replay_run", recorded)
     hostile = recorded / "ops/add__Tensor/worker_1/round_1/response.md"
     hostile.write_text(f"A first try {PAYLOAD} here.\n\n" + hostile.read_text())
+    args = ["--provider", "replay", "--replay-dir", str(recorded)]
+    args += ["--ops", "add.Tensor,relu.default", "--num-workers", "1", "--max-rounds", "3"]
+    args += ["--kernels-dir", str(tmp / "kernels"), "--log-dir", str(tmp / "logs")]
     code = main(
-        [
-            "--provider",
-            "replay",
-            "--replay-dir",
-            str(recorded),
-            "--ops",
-            "add.Tensor,relu.default",
-            "--num-workers",
-            "1",
-            "--max-rounds",
-            "3",
-            "--kernels-dir",
-            str(tmp / "kernels"),
-            "--log-dir",
-            str(tmp / "logs"),
-            "--device",
-            "cpu",
-            "--quiet",
-        ],  # fmt: skip
+        [*args, "--device", "cpu", "--quiet"],
         console=Console(file=io.StringIO(), width=120),
     )
     assert code == 0
