@@ -3,11 +3,11 @@
     python -m agent.logs                      every run in agent_logs/, newest first
     python -m agent.logs RUN                  one run: command, status, budget, each operator, scores
     python -m agent.logs RUN --op add.Tensor  one operator's rounds: prompt, response, verdict
-    python -m agent.logs RUN --html           (re)write RUN/report.html, the run as one web page
+    python -m agent.logs RUN --html           writes RUN/report.html (the one write it makes)
 
 RUN is a run folder path, a folder name inside --log-dir, or `latest`. Texts are cut to a few
-lines unless --full. Read-only, except that --html writes report.html. Exit 2 (one line) for a
-RUN or an operator that is not there.
+lines unless --full. Read-only: it never changes a run folder. Exit 2 (one line) for a RUN or
+an operator that is not there.
 """
 
 from __future__ import annotations
