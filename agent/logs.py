@@ -3,6 +3,7 @@
     python -m agent.logs                      every run in agent_logs/, newest first
     python -m agent.logs RUN                  one run: command, status, budget, each operator, scores
     python -m agent.logs RUN --op add.Tensor  one operator's rounds: prompt, response, verdict
+    python -m agent.logs RUN --html           writes RUN/report.html (the one write it makes)
 
 RUN is a run folder path, a folder name inside --log-dir, or `latest` (with --op: the newest run
 that worked on that operator, so a later evaluate-only run does not hide the rounds). An
@@ -54,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--full", action="store_true", help="print prompts, responses and verdicts in full"
+    )
+    p.add_argument(
+        "--html", action="store_true", help="write RUN/report.html (the run as one web page)"
     )
     return p
 
@@ -365,9 +369,13 @@ def main(argv: list[str] | None = None, console: Console | None = None) -> int:
         args = build_parser().parse_args(argv)
         log_dir = Path(args.log_dir)
         if args.run is None:
-            if args.op:
-                raise UsageError("--op needs a run: python -m agent.logs RUN --op add.Tensor.")
+            if args.op or args.html:
+                raise UsageError("--op and --html need a run: python -m agent.logs RUN --html.")
             list_runs(log_dir, console)
+        elif args.html:
+            from agent.report_html import write_report
+
+            console.print(Text(f"wrote {write_report(find_run(args.run, log_dir))}"))
         elif args.op:
             show_op(find_run(args.run, log_dir, args.op), args.op, console, full=args.full)
         else:

@@ -31,6 +31,7 @@ from agent.budget import Budget
 from agent.config import RunConfig
 from agent.orchestrator import Generator, OpOutcome, Parts, workers_per_operator
 from agent.providers.base import Provider
+from agent.report_html import write_report_quietly
 from agent.runlog import RunLog, read_json
 from evaluator.errors import UsageError
 from evaluator.naming import kernel_path, op_to_folder
@@ -364,6 +365,7 @@ class Session:
         with contextlib.suppress(OSError):
             self.runlog.update_run_json(**fields)
             self.runlog.emit("run_end", status=status, wall_s=fields["wall_s"])
+        write_report_quietly(self.run_dir)
 
     def interrupt(self) -> None:
         self.stop.set()
