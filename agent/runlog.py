@@ -44,10 +44,10 @@ PASSED_LATE = "passed_late"  # passed, but another worker of the operator had al
 FAILED = "failed"  # the verdict was not `passed`
 UNTESTABLE = "untestable"  # the verdict was `skipped`: no test can run on this device
 NO_CODE = "no_code"  # no usable kernel could be extracted from the answer
-PROVIDER_ERROR = "provider_error"  # the call failed for good (after the provider's retries)
+PROVIDER_ERROR = "provider_error"  # the call got no answer (after the provider's retries)
 CANCELLED = "cancelled"  # stopped mid-round: another worker won, or the run was interrupted
-# A cancelled round is not finished: resume redoes it.
-FINISHED_OUTCOMES = {PASSED, PASSED_LATE, FAILED, UNTESTABLE, NO_CODE, PROVIDER_ERROR}
+# A cancelled round is not finished, and a call without an answer is not a round: resume redoes both.
+FINISHED_OUTCOMES = {PASSED, PASSED_LATE, FAILED, UNTESTABLE, NO_CODE}
 
 
 def read_json(path: Path) -> Any:
@@ -127,14 +127,19 @@ class RunLog:
         return self.op_dir(op) / f"worker_{worker}" / f"round_{round_}"
 
     def start_round(self, op: str, worker: int, round_: int) -> Path:
-        """A fresh round folder. A round cut short by an interrupt is redone on resume; what it had
-        written is moved aside to `round_<r>.cut<k>`, not deleted (replay reads `round_<r>`)."""
+        """A fresh round folder. A round cut short by an interrupt is redone on resume, a call that
+        got no answer is asked again; what the earlier attempt wrote is moved aside to
+        `round_<r>.cut<k>` (or `round_<r>.failed<k>` for a failed call), not deleted (replay
+        reads `round_<r>`)."""
         path = self.round_dir(op, worker, round_)
         if path.exists():
+            meta = read_json(path / META_FILE)
+            failed = isinstance(meta, dict) and meta.get("outcome") == PROVIDER_ERROR
+            label = "failed" if failed else "cut"
             k = 1
-            while path.with_name(f"{path.name}.cut{k}").exists():
+            while path.with_name(f"{path.name}.{label}{k}").exists():
                 k += 1
-            path.rename(path.with_name(f"{path.name}.cut{k}"))
+            path.rename(path.with_name(f"{path.name}.{label}{k}"))
         path.mkdir(parents=True)
         return path
 
