@@ -21,6 +21,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from agent.budget import cost_text
+
 STATUS_TEXT = {
     "queued": "queued",
     "running": "running",
@@ -28,12 +30,14 @@ STATUS_TEXT = {
     "not_kept": "not kept",
     "budget_stopped": "budget stop",
     "interrupted": "interrupted",
+    "provider_stopped": "provider stop",
 }
 STATUS_STYLE = {
     "kept": "green",
     "not_kept": "red",
     "budget_stopped": "yellow",
     "interrupted": "yellow",
+    "provider_stopped": "yellow",
 }
 
 
@@ -60,7 +64,7 @@ class OpRow:
 
 
 def _cost_text(cost: float, known: bool) -> str:
-    return f"${cost:.4f}" + ("" if known else "+?")
+    return cost_text(cost, known)
 
 
 class RunView:

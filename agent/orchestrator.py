@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.budget import Budget
+from agent.budget import Budget, cost_text
 from agent.config import RunConfig
 from agent.providers.base import Provider
 from agent.providers.health import ProviderHealth
@@ -140,7 +140,8 @@ class OpOutcome:
     rounds: int = 0  # finished rounds of all workers, this run folder
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # the priced calls' estimate
+    cost_known: bool = True  # False when some call had no price (a local model): "unpriced"
     earlier: bool = False  # decided by an earlier part of a resumed run
 
     @property
@@ -399,8 +400,14 @@ class Generator:
             raise errors[0]
 
     def _decide(self, task: OpTask, reports: list[WorkerReport]) -> OpOutcome:
-        inp, out, cost, rounds = self._op_usage(task.op)
-        base = {"input_tokens": inp, "output_tokens": out, "cost_usd": cost, "rounds": rounds}
+        inp, out, cost, rounds, priced = self._op_usage(task.op)
+        base = {
+            "input_tokens": inp,
+            "output_tokens": out,
+            "cost_usd": cost,
+            "cost_known": priced,
+            "rounds": rounds,
+        }
         if task.winner is not None:
             worker, round_ = task.winner
             dest, archived = self._keep(task)
@@ -469,22 +476,30 @@ class Generator:
                 "rounds": outcome.rounds,
                 "input_tokens": outcome.input_tokens,
                 "output_tokens": outcome.output_tokens,
-                "cost_usd": outcome.cost_usd,
+                # null when no call had a price: unknown, not free
+                "cost_usd": None
+                if not outcome.cost_known and not outcome.cost_usd
+                else outcome.cost_usd,
+                "cost": cost_text(outcome.cost_usd, outcome.cost_known),
                 "decided_at": _now(),
             },
         )
 
-    def _op_usage(self, op: str) -> tuple[int, int, float, int]:
+    def _op_usage(self, op: str) -> tuple[int, int, float, int, bool]:
+        """(input tokens, output tokens, priced cost, finished rounds, every call priced)."""
         inp = out = rounds = 0
         cost = 0.0
+        priced = True
         for _w, _path, meta in self.runlog.all_rounds(op):
             if not meta:
                 continue
             inp += int(meta.get("input_tokens") or 0)
             out += int(meta.get("output_tokens") or 0)
+            if meta.get("cost_usd") is None:
+                priced = priced and not (meta.get("input_tokens") or meta.get("output_tokens"))
             cost += float(meta.get("cost_usd") or 0.0)
             rounds += meta.get("outcome") in FINISHED_OUTCOMES
-        return inp, out, round(cost, 6), rounds
+        return inp, out, round(cost, 6), rounds, priced
 
     def _never_answered(self, op: str, decision: dict[str, Any]) -> bool:
         """A "not_kept" decision whose every round was a failed call: no answer was ever judged."""
@@ -513,6 +528,7 @@ def _outcome_from_decision(op: str, d: dict[str, Any]) -> OpOutcome:
         int(d.get("input_tokens") or 0),
         int(d.get("output_tokens") or 0),
         float(d.get("cost_usd") or 0.0),
+        cost_known=d.get("cost_usd") is not None or not (d.get("input_tokens") or 0),
         earlier=True,
     )
 

@@ -204,6 +204,15 @@ class RunLog:
             cost += float(event.get("cost_usd") or 0.0)
         return inp, out, cost
 
+    def all_priced(self) -> bool:
+        """False when some call this run folder recorded used tokens but had no price."""
+        return not any(
+            event.get("event") == "round_end"
+            and event.get("cost_usd") is None
+            and (event.get("input_tokens") or event.get("output_tokens"))
+            for event in read_events(self.run_dir)
+        )
+
     # ------------------------------------------------------------------ decisions
 
     def write_decision(self, op: str, decision: dict[str, Any]) -> None:

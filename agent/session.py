@@ -131,6 +131,7 @@ class Session:
             input_tokens=spent_in,
             output_tokens=spent_out,
             cost_usd=spent_cost,
+            cost_known=runlog.all_priced(),
             on_exhausted=self._budget_stop,
         )
         outcomes: list[OpOutcome] = []
