@@ -178,7 +178,10 @@ class Worker:
         health = task.health
         round_ = self._first_round
         failures = 0  # this worker's calls in a row that got no answer
+        epoch = health.epoch()
         while True:
+            if health.epoch() != epoch:  # the server came back after an outage: a fresh start
+                epoch, failures = health.epoch(), 0
             if task.cancel.is_set():
                 self.report.stopped = self.report.stopped or "cancelled"
                 break
