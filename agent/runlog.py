@@ -48,6 +48,8 @@ PROVIDER_ERROR = "provider_error"  # the call got no answer (after the provider'
 CANCELLED = "cancelled"  # stopped mid-round: another worker won, or the run was interrupted
 # A cancelled round is not finished, and a call without an answer is not a round: resume redoes both.
 FINISHED_OUTCOMES = {PASSED, PASSED_LATE, FAILED, UNTESTABLE, NO_CODE}
+# (The builtin and replay providers' failed calls are rounds, and resume redoes them too: they
+# answer the same way again.)
 
 
 def read_json(path: Path) -> Any:

@@ -17,7 +17,9 @@ recorded in the round folder with outcome `provider_error` but is not a round: t
 again for the same round, and the next attempt sets the failed one aside as `round_<r>.failed<k>`.
 The run's `ProviderHealth` decides when calls stop (failures in a row across the run, with a wait
 for a server that went away); a worker whose own calls fail `max_consecutive_failures` times in a
-row while the rest of the run gets answers stops on its own (`stopped = "provider"`).
+row while the rest of the run gets answers stops on its own (`stopped = "provider"`). The builtin
+and replay providers have no server: asking them again gives the same answer, so their failed
+call is a round, as recorded.
 
 An answer cut off at the output limit (`Completion.truncated`) whose last code block is not closed
 is `no_code` with the reason "answer truncated at max_output_tokens", and the refine prompt asks
@@ -152,6 +154,7 @@ class Worker:
         self._feedback: dict[str, Any] | None = None
         self._first_round = 1
         self._last_error = ""
+        self._serverless = task.provider.name in FREE_PROVIDERS
 
     # ------------------------------------------------------------------ resume
 
@@ -210,7 +213,7 @@ class Worker:
             if outcome == CANCELLED:
                 self.report.stopped = "cancelled"
                 break
-            if outcome == PROVIDER_ERROR:
+            if outcome == PROVIDER_ERROR and not self._serverless:
                 failures += 1  # no answer, so no round: the same round is asked again
                 continue
             failures = 0
@@ -262,7 +265,7 @@ class Worker:
         )
         epoch = task.health.epoch()
         completion, error = self._call_provider(messages, context, round_)
-        if completion is not None:
+        if completion is not None and not self._serverless:
             task.health.succeeded()
             meta.update(
                 model=completion.model or task.provider.model,
@@ -279,7 +282,8 @@ class Worker:
             rl.write_text(path, "response.md", completion.text)
 
         if error is not None:
-            task.health.failed(error.reason, error.retryable, epoch)
+            if not self._serverless:
+                task.health.failed(error.reason, error.retryable, epoch)
             self._last_error = error.reason
             meta["error"] = error.reason
             meta["attempts"] = error.attempts

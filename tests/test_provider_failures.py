@@ -123,3 +123,26 @@ def test_an_unpriced_model_shows_its_cost_as_unpriced_not_zero(tmp_path: Path):
     decision = json.loads((run_dir(tmp_path) / "ops/relu__default/decision.json").read_text())
     assert decision["cost_usd"] is None and decision["cost"] == "unpriced"
     assert "estimated cost unpriced" in console and "$0.0000" not in console
+
+
+def test_a_replayed_round_that_was_never_recorded_is_a_round_not_an_outage(tmp_path: Path):
+    from agent_fakes import write_replay
+
+    from agent.providers.replay import ReplayProvider
+
+    # Worker 1 of relu was never recorded in round 1 (say, cancelled); asking again cannot help.
+    script = {
+        ("relu.default", 1, 2): answer("relu.default", "pass"),
+        ("add.Tensor", 1, 1): answer("add.Tensor", "pass"),
+    }
+    replay = ReplayProvider(write_replay(tmp_path / "recorded", script))
+    out = io.StringIO()
+    parts = make_parts(replay, MarkerJudge(), evaluate=marker_evaluate)
+    code = main(argv(tmp_path), parts=parts, console=Console(file=out, width=200))
+    assert code == 0
+    folder = run_dir(tmp_path)
+    relu = json.loads((folder / "ops/relu__default/decision.json").read_text())
+    assert (relu["status"], relu["round"]) == ("kept", 2)
+    first = json.loads((folder / "ops/relu__default/worker_1/round_1/meta.json").read_text())
+    assert first["outcome"] == "provider_error" and "no recorded response" in first["error"]
+    assert json.loads((folder / "run.json").read_text())["provider_stop"] is None
