@@ -113,6 +113,7 @@ class Session:
         self.say(f"run folder: {self.run_dir}")
         if provider is not None:
             self.say(f"provider: {why}")
+            self._say_context_window(provider)
         self._write_start(device, provider, why, ops, previous)
         runlog.emit(
             "run_start",
@@ -200,6 +201,22 @@ class Session:
                     f'add [provider.prices."{provider.model}"] to your config or drop max_cost_usd.'
                 )
         return provider, why
+
+    def _say_context_window(self, provider: Provider) -> None:
+        """The model's context window, for providers that fit requests to one (asks the server)."""
+        if not hasattr(type(provider), "context_tokens"):
+            return  # builtin, replay: no context window
+        tokens = provider.context_tokens  # type: ignore[attr-defined]
+        if tokens is None:
+            self.say(
+                "context window: unknown (the server does not say): set provider.context_tokens "
+                "to fit requests to it"
+            )
+            return
+        source = getattr(provider, "context_source", None) or "provider config"
+        self.say(f"context window: {tokens:,} tokens ({source})")
+        if self.runlog is not None:
+            self.runlog.emit("context_window", tokens=tokens, source=source)
 
     def _health(self, provider: Provider | None) -> ProviderHealth:
         """Failed calls in a row across the run; the outage wait probes the server when it can."""

@@ -135,13 +135,13 @@ def judged_evaluate(kernels_dir: Path, *, ops=None, run_dir=None, device="cpu", 
     return report
 
 
-def cli(args: list[str]) -> int:
+def cli(args: list[str], out: io.StringIO | None = None) -> int:
     from evaluator.evaluate import close_sandboxes, judge_candidate
 
     parts = make_parts(
         None, judge_candidate, evaluate=judged_evaluate, close_sandboxes=close_sandboxes
     )
-    return main(args, parts=parts, console=Console(file=io.StringIO(), width=200))
+    return main(args, parts=parts, console=Console(file=out or io.StringIO(), width=200))
 
 
 def argv(tmp: Path, wire: Any, ops: list[str], max_rounds: int, outage_wait_s: float = 10.0):
@@ -225,9 +225,15 @@ def test_an_answer_cut_off_at_the_output_limit_is_no_code_and_the_next_prompt_as
 ):
     cut = "Here is the file:\n\n```python\nimport torch\nimport triton\n\n@triton.jit\ndef _k("
     api.respond = Script(wire).then(cut, truncated=True).then(good("relu.default"))
-    code = cli(argv(tmp_path, wire, ["relu.default"], max_rounds=2) + ["--generate-only"])
+    api.get_routes["/props"] = {"default_generation_settings": {"n_ctx": 32768}}  # llama.cpp
+    out = io.StringIO()
+    code = cli(argv(tmp_path, wire, ["relu.default"], max_rounds=2) + ["--generate-only"], out)
     folder = run_dir(tmp_path)
     assert code == 0
+    if wire.name == "openai":
+        assert "context window: 32,768 tokens (server /props n_ctx)" in out.getvalue()
+    else:  # the Messages API does not report it, and test-model is in no table
+        assert "context window: unknown" in out.getvalue()
     first = meta(folder, "relu__default", "round_1")
     assert first["outcome"] == "no_code"
     assert first["error"] == "no usable kernel in the answer: answer truncated at max_output_tokens"

@@ -64,6 +64,7 @@ class AnthropicProvider:
             api_key=api_key, base_url=self.base_url, timeout=cfg.timeout_s, max_retries=0
         )
         self.window = ContextWindow(context_tokens, chars_per_token=cfg.chars_per_token)
+        self.context_source = "provider config" if context_tokens else None
         self._takes_temperature = _sdk_takes_temperature()
         if cfg.temperature is not None and not self._takes_temperature:
             log.warning(
@@ -139,7 +140,7 @@ class AnthropicProvider:
             },
             finish_reason=response.stop_reason,
             truncated=response.stop_reason == "max_tokens",
-            request=fitted.summary(),
+            request={**fitted.summary(), "context_source": self.context_source},
         )
 
     def _classify(self, exc: BaseException) -> Failure | None:

@@ -71,7 +71,7 @@ class OpenAIProvider:
         )
         self._warned_temperature = False
         self.window = ContextWindow(context_tokens, chars_per_token=cfg.chars_per_token)
-        self.context_source = "config" if context_tokens else None
+        self.context_source = "provider config" if context_tokens else None
         # OpenAI's own API does not describe context windows; other servers may.
         self._asked_server = context_tokens is not None or self.official_api
         self._ask_lock = threading.Lock()
