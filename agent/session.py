@@ -209,8 +209,8 @@ class Session:
         tokens = provider.context_tokens  # type: ignore[attr-defined]
         if tokens is None:
             self.say(
-                "context window: unknown (the server does not say): set provider.context_tokens "
-                "to fit requests to it"
+                "context window: unknown (the server does not say, or is not answering yet): set "
+                "provider.context_tokens to fit requests to it"
             )
             return
         source = getattr(provider, "context_source", None) or "provider config"
