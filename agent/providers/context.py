@@ -16,9 +16,8 @@ configured conservative `chars_per_token` before the server has counted anything
 
 `call_fitted(window, messages, max_output_tokens, send)` does the above for one call.
 `overflowed(reason, fitted)` is called when the server answered 400 "context too long": it learns
-what it can from the message (the window a vLLM/OpenAI-style message names, the prompt tokens it
-counted; otherwise it assumes prompts are a quarter longer than estimated) so that the next
-`fit` gives a strictly smaller request. `is_context_overflow(reason)` recognises those messages
+what it can from the message (the window it names, the prompt tokens it counted) and bounds the
+window by the request that failed, so that the next `fit` gives a strictly smaller request. `is_context_overflow(reason)` recognises those messages
 (OpenAI, vLLM, llama.cpp, Anthropic wording).
 """
 
@@ -39,7 +38,7 @@ T = TypeVar("T")
 MIN_OUTPUT_TOKENS = 256  # an answer shorter than this cannot hold a kernel file
 PER_MESSAGE_TOKENS = 8  # role markers and separators of the chat template
 LEFT_OUT = "(An earlier answer was left out here to fit the model's context window.)"
-SHRINK_ON_OVERFLOW = 0.75  # with nothing to learn from the error: assume 1/0.75 more tokens
+SHRINK_ON_OVERFLOW = 0.75  # with no numbers in the error: the window is this much below the request
 
 _OVERFLOW = re.compile(
     r"context length|context window|context size|context_length_exceeded|prompt is too long|"
@@ -166,27 +165,24 @@ class ContextWindow:
         return Fitted(sent, min(max_output_tokens, room), estimate, left_out, window)
 
     def overflowed(self, reason: str, fitted: Fitted) -> None:
-        """The server said `fitted` was too long: learn enough for a strictly smaller request."""
+        """The server said `fitted` was too long: learn enough for a strictly smaller request.
+
+        The window it names is taken as it is; the prompt tokens it counted correct the
+        characters-per-token estimate. Either way the request that failed bounds the window from
+        above (its prompt plus the answer it asked for did not fit); with no numbers in the
+        message, that bound is taken a quarter lower than the estimate of what was sent.
+        """
         window = _first_int(_WINDOW_PATTERNS, reason)
         prompt_tokens = _first_int(_PROMPT_TOKENS, reason)
         if prompt_tokens:
             self.observe(fitted.messages, prompt_tokens)
+            bound = prompt_tokens + fitted.max_output_tokens - 1
+        else:
+            bound = int((fitted.input_tokens_est + fitted.max_output_tokens) * SHRINK_ON_OVERFLOW)
         with self._lock:
-            if window is not None and (self._tokens is None or window < self._tokens):
-                self._tokens = window
-                return
-            if prompt_tokens:
-                if self._tokens is None:
-                    # The request did not fit: the window is below prompt + asked-for answer.
-                    self._tokens = prompt_tokens + fitted.max_output_tokens - 1
-                return
-            # Nothing to learn from the message: assume the prompt is longer than we thought.
-            ratio = self._ratio if self._ratio is not None else self._default_ratio
-            self._ratio = max(0.5, ratio * SHRINK_ON_OVERFLOW)
-            if self._tokens is None:
-                self._tokens = int(
-                    (fitted.input_tokens_est + fitted.max_output_tokens) * SHRINK_ON_OVERFLOW
-                )
+            for limit in (window, bound):
+                if limit is not None and (self._tokens is None or limit < self._tokens):
+                    self._tokens = limit
 
 
 def _droppable(messages: list[Message]) -> list[int]:
