@@ -282,10 +282,9 @@ def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = Non
         session = Session(request, parts, view)
         result = session.run()
         view.final(result)
-        if _provider_stopped(result):
-            _error_line(
-                f"stopped calling the provider: {result.provider_stop or 'calls kept failing'}"
-            )
+        why = _provider_stopped(result)
+        if why:
+            _error_line(f"stopped calling the provider: {why}")
             sys.stderr.write(
                 f"Once it answers again, resume with: python -m agent.run --resume {result.run_dir}\n"
             )
@@ -318,11 +317,12 @@ def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = Non
         return EXIT_INTERNAL
 
 
-def _provider_stopped(result: Any) -> bool:
-    """The run ended with operators left undone because the provider gave no answers."""
+def _provider_stopped(result: Any) -> str:
+    """Why operators were left undone because the provider gave no answers ("" when none were)."""
     if getattr(result, "provider_stop", None):
-        return True
-    return any(o.status == "provider_stopped" for o in getattr(result, "outcomes", []))
+        return str(result.provider_stop)
+    stopped = [o for o in getattr(result, "outcomes", []) if o.status == "provider_stopped"]
+    return f"{stopped[0].op}: {stopped[0].reason}" if stopped else ""
 
 
 if __name__ == "__main__":

@@ -146,3 +146,29 @@ def test_a_replayed_round_that_was_never_recorded_is_a_round_not_an_outage(tmp_p
     first = json.loads((folder / "ops/relu__default/worker_1/round_1/meta.json").read_text())
     assert first["outcome"] == "provider_error" and "no recorded response" in first["error"]
     assert json.loads((folder / "run.json").read_text())["provider_stop"] is None
+
+
+def test_a_worker_whose_own_calls_keep_failing_stops_while_the_run_goes_on(tmp_path: Path, capsys):
+    op = "relu.default"
+    provider = QueueProvider()
+    # Worker 1's conversation is refused every time (0.2 s apart); worker 2 gets answers in
+    # between (every 0.13 s), so the run never sees 3 failures in a row.
+    refused = Scripted(error="openai HTTP 400 (bad request): invalid content", delay_s=0.2)
+    provider.enqueue(op, 1, *[refused for _ in range(5)])
+    provider.enqueue(op, 2, *[Scripted(answer(op, "fail"), delay_s=0.13) for _ in range(5)])
+    args = argv(tmp_path, "--generate-only")
+    args[args.index("--ops") + 1] = op
+    args[args.index("--num-workers") + 1] = "2"
+    args[args.index("--max-rounds") + 1] = "5"
+    code, _ = cli(args, provider)
+    err = capsys.readouterr().err
+    folder = run_dir(tmp_path)
+    assert sum(1 for call in provider.calls if call[1] == 1) == 3  # then worker 1 stopped
+    assert sum(1 for call in provider.calls if call[1] == 2) == 5  # worker 2 used its rounds
+    run = json.loads((folder / "run.json").read_text())
+    assert run["provider_stop"] is None  # the run itself never stopped calling
+    assert run["outcomes"] == {op: "provider_stopped"}  # undecided: resume retries worker 1
+    assert not (folder / "ops/relu__default/decision.json").exists()
+    assert code == EXIT_PROVIDER
+    assert "stopped calling the provider: relu.default: provider: 3 calls in a row failed" in err
+    assert "invalid content" in err
