@@ -1,15 +1,16 @@
 """Is the provider answering at all? Consecutive failed calls across a run, the outage wait, the stop.
 
 Contract: `ProviderHealth(max_consecutive_failures, outage_wait_s=..., probe_interval_s=...,
-probe=..., on_stop=...)` is shared by every worker of a run (thread-safe).
+probe=..., on_stop=..., on_wait=...)` is shared by every worker of a run (thread-safe).
 - `epoch()` is read before a call; `succeeded()` after a call that got an answer (the count of
   failures in a row goes back to 0); `failed(reason, retryable, epoch)` after a call that got none
   (the provider already retried it with backoff).
 - `allow_call(cancel)` is asked before every call. Below `max_consecutive_failures` failures in a
   row it answers True. At the limit, when the last failure looked like an outage (`retryable`:
   refused connection, timeout, 5xx, 429) and the provider can be probed (`probe()` is True when
-  the server answers a cheap request), one thread waits up to `outage_wait_s`,
-  probing every `probe_interval_s`, while the others wait for its answer. A server that answers
+  the server answers a cheap request), one thread waits up to `outage_wait_s` (saying so once
+  through `on_wait(line)`), probing every `probe_interval_s`, while the others wait for its
+  answer. A server that answers
   lets calls go on once more: the next call that fails before one succeeds stops the run. A
   failure that is not an outage (400, 401, a model the server does not know), an unprobeable
   provider, or a server still down at the end of the wait stops the run: `allow_call` answers
