@@ -9,8 +9,8 @@ probe=..., on_stop=..., on_wait=...)` is shared by every worker of a run (thread
   row it answers True. At the limit, when the last failure looked like an outage (`retryable`:
   refused connection, timeout, 5xx, 429) and the provider can be probed (`probe()` is True when
   the server answers a cheap request), one thread waits up to `outage_wait_s` (saying so once
-  through `on_wait(line)`), probing every `probe_interval_s`, while the others wait for its
-  answer. A server that answers
+  through `on_wait(line)`), probing every `probe_interval_s` (the first probe after one interval),
+  while the others wait for its answer. A server that answers
   lets calls go on once more: the next call that fails before one succeeds stops the run. A
   failure that is not an outage (400, 401, a model the server does not know), an unprobeable
   provider, or a server still down at the end of the wait stops the run: `allow_call` answers
@@ -157,19 +157,18 @@ class ProviderHealth:
             )
         deadline = time.monotonic() + self.outage_wait_s
         while True:
-            if cancel is not None and cancel.is_set():
-                return False
-            try:
-                if self.probe():
-                    return True
-            except Exception:  # a probe that breaks tells us nothing: keep waiting
-                pass
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            pause = min(self.probe_interval_s, left)
+            # Pause first: a server that is rate limiting answers probes at once, and its limit
+            # needs the time; a server that is down loses nothing by it.
+            pause = max(0.0, min(self.probe_interval_s, deadline - time.monotonic()))
             if cancel is not None:
                 if cancel.wait(pause):
                     return False
             else:
                 time.sleep(pause)
+            try:
+                if self.probe():
+                    return True
+            except Exception:  # a probe that breaks tells us nothing: keep waiting
+                pass
+            if time.monotonic() >= deadline:
+                return False
