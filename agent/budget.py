@@ -8,7 +8,10 @@ Contract:
   reached it answers False for good, and the first time it does, `on_exhausted(reason)` runs
   once (the run logs a `budget_stop` event and says so on the console). Calls already in flight
   are not stopped: the limit stops *new* calls, so a run can overshoot by what was in flight.
-- A resumed run starts from what the earlier part of the run spent (`tokens=`, `cost_usd=`).
+- A resumed run starts from what the earlier part of the run spent (`tokens=`, `cost_usd=`,
+  `cost_known=`).
+- `cost_text(cost_usd, known)` is how a cost is shown to a person: "$0.0123", "unpriced" when no
+  call had a price (a local model), "$0.0123 + unpriced" when some had none.
 """
 
 from __future__ import annotations
@@ -16,6 +19,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import Any
+
+
+def cost_text(cost_usd: float | None, known: bool = True) -> str:
+    """A cost for the console and reports; an unknown price is "unpriced", never "$0"."""
+    cost = float(cost_usd or 0.0)
+    if known:
+        return f"${cost:.4f}"
+    return "unpriced" if cost == 0 else f"${cost:.4f} + unpriced"
 
 
 class Budget:
@@ -27,6 +38,7 @@ class Budget:
         input_tokens: int = 0,
         output_tokens: int = 0,
         cost_usd: float = 0.0,
+        cost_known: bool = True,
         on_exhausted: Callable[[str], None] | None = None,
     ) -> None:
         self.max_tokens = max_tokens
@@ -36,7 +48,7 @@ class Budget:
         self._input_tokens = input_tokens
         self._output_tokens = output_tokens
         self._cost_usd = cost_usd
-        self._cost_known = True
+        self._cost_known = cost_known
         self._calls = 0
         self._stop_reason: str | None = None
 

@@ -51,6 +51,37 @@ class ProviderConfig(_Model):
     prices: dict[str, Price] = Field(
         default_factory=dict, description="price table per model for cost estimates"
     )
+    context_tokens: int | None = Field(
+        None,
+        ge=512,
+        description="the model's context window in tokens (prompt + answer); None = the "
+        "context_windows table, else asked of the server, else unknown",
+    )
+    context_windows: dict[str, int] = Field(
+        default_factory=dict, description="context window in tokens per model name"
+    )
+    chars_per_token: float = Field(
+        3.0,
+        gt=0.5,
+        le=10,
+        description="conservative characters per token, for prompts the server has not counted",
+    )
+    max_consecutive_failures: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="provider calls in a row without an answer (across the run) before the run "
+        "stops calling the provider",
+    )
+    outage_wait_s: float = Field(
+        120.0,
+        ge=0,
+        description="at that limit, how long to wait for an unreachable or failing server to "
+        "answer a probe before stopping",
+    )
+    probe_interval_s: float = Field(
+        5.0, gt=0, description="how often the server is probed during that wait"
+    )
 
 
 class AgentConfig(_Model):

@@ -21,6 +21,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from agent.budget import cost_text
+
 STATUS_TEXT = {
     "queued": "queued",
     "running": "running",
@@ -28,6 +30,7 @@ STATUS_TEXT = {
     "not_kept": "not kept",
     "budget_stopped": "budget stop",
     "interrupted": "interrupted",
+    "provider_stopped": "provider stop",
 }
 MAX_REASON_LINES = 4  # a syntax error: the message, the source line, the caret
 STATUS_STYLE = {
@@ -35,6 +38,7 @@ STATUS_STYLE = {
     "not_kept": "red",
     "budget_stopped": "yellow",
     "interrupted": "yellow",
+    "provider_stopped": "yellow",
 }
 
 
@@ -61,7 +65,7 @@ class OpRow:
 
 
 def _cost_text(cost: float, known: bool) -> str:
-    return f"${cost:.4f}" + ("" if known else "+?")
+    return cost_text(cost, known)
 
 
 class RunView:

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent.budget import cost_text
 from agent.runlog import RunLog, read_json
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op, op_to_folder
@@ -212,9 +213,7 @@ def show_run(run_dir: Path, console: Console) -> None:
     )
     budget = run.get("budget") or {}
     if budget:
-        cost = f"${budget.get('cost_usd', 0):.4f}" + (
-            "" if budget.get("cost_known", True) else "+?"
-        )
+        cost = cost_text(budget.get("cost_usd", 0), budget.get("cost_known", True))
         stopped = f"  STOPPED: {budget['stopped']}" if budget.get("stopped") else ""
         say(
             f"usage:    {budget.get('calls', 0)} calls, {budget.get('tokens', 0):,} tokens, {cost}{stopped}"

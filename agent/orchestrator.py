@@ -8,8 +8,11 @@ Contract:
   `<kernels_dir>/<folder>/<folder>_implementation_v1.py` (an earlier, different file there is
   copied to `run_dir/archive/<folder>/` first) and `ops/<folder>/decision.json` records it. An
   operator whose workers all used their rounds, or that no test can run on here, is decided
-  "not_kept". Operators stopped by the budget or an interrupt get no decision: `--resume` does
-  them, continuing each worker after its last finished round. Decided operators are skipped.
+  "not_kept". Operators stopped by the budget, an interrupt or the provider (the run's
+  `ProviderHealth` stopped calling it, or a worker's own calls kept failing) get no decision:
+  `--resume` does them, continuing each worker after its last finished round. Decided operators
+  are skipped, except a "not_kept" whose every round was a failed call (written by older
+  versions, where a failed call used a round): that operator never got an answer, so it is redone.
 - `Parts` names every call into the other parts of atenforge, so a test can swap one (a fake
   judge, a queue provider) and use the real ones for the rest.
 - KeyboardInterrupt in the main thread (Ctrl-C) sets `stop` and every operator's cancel event:
@@ -29,10 +32,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.budget import Budget
+from agent.budget import Budget, cost_text
 from agent.config import RunConfig
 from agent.providers.base import Provider
-from agent.runlog import PASSED, UNTESTABLE, RunLog
+from agent.providers.health import ProviderHealth
+from agent.runlog import (
+    DECISION_FILE,
+    FINISHED_OUTCOMES,
+    PASSED,
+    PROVIDER_ERROR,
+    UNTESTABLE,
+    RunLog,
+)
 from agent.worker import OpTask, Worker, WorkerReport
 from evaluator.naming import kernel_path, op_to_folder
 from evaluator.runfolder import write_text
@@ -47,6 +58,7 @@ KEPT = "kept"
 NOT_KEPT = "not_kept"
 BUDGET_STOPPED = "budget_stopped"
 INTERRUPTED = "interrupted"
+PROVIDER_STOPPED = "provider_stopped"  # the provider gave no answers: not decided, resume redoes it
 DECIDED = {KEPT, NOT_KEPT}
 # Providers whose workers all write the same text for an operator (no sampling, no state across
 # calls): a second worker would only send the same file to the sandbox again.
@@ -128,7 +140,7 @@ class Parts:
 @dataclass
 class OpOutcome:
     op: str
-    status: str  # kept, not_kept, budget_stopped, interrupted
+    status: str  # kept, not_kept, budget_stopped, interrupted, provider_stopped
     worker: int | None = None
     round: int | None = None
     kernel_file: str | None = None
@@ -136,7 +148,8 @@ class OpOutcome:
     rounds: int = 0  # finished rounds of all workers, this run folder
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # the priced calls' estimate
+    cost_known: bool = True  # False when some call had no price (a local model): "unpriced"
     earlier: bool = False  # decided by an earlier part of a resumed run
 
     @property
@@ -176,6 +189,7 @@ class Generator:
         device: str,
         kernels_dir: Path,
         stop: threading.Event,
+        health: ProviderHealth | None = None,
     ) -> None:
         self.cfg = cfg
         self.provider = provider
@@ -185,6 +199,7 @@ class Generator:
         self.device = device
         self.kernels_dir = kernels_dir
         self.stop = stop
+        self.health = health or ProviderHealth(cfg.provider.max_consecutive_failures)
         self.judge_slots = threading.BoundedSemaphore(cfg.eval.sandbox.num_parallel)
         self._tasks: list[OpTask] = []
         self._lock = threading.Lock()
@@ -203,10 +218,16 @@ class Generator:
         pending: list[Any] = []
         for oc in ops:
             decision = self.runlog.read_decision(oc.op)
-            if decision is not None and decision.get("status") in DECIDED:
+            if (
+                decision is not None
+                and decision.get("status") in DECIDED
+                and not self._never_answered(oc.op, decision)
+            ):
                 outcomes[oc.op] = _outcome_from_decision(oc.op, decision)
                 self.runlog.emit("op_decided_earlier", op=oc.op, status=decision["status"])
             else:
+                if decision is not None:  # never answered: that decision does not stand
+                    (self.runlog.op_dir(oc.op) / DECISION_FILE).unlink(missing_ok=True)
                 pending.append(oc)
         queue = list(reversed(pending))  # pop() from the end keeps the selection order
 
@@ -246,7 +267,12 @@ class Generator:
             raise self._errors[0]
         for oc in ops:  # operators never started (budget, interrupt) still get an outcome
             if oc.op not in outcomes:
-                status = INTERRUPTED if self.stop.is_set() else BUDGET_STOPPED
+                if self.stop.is_set():
+                    status = INTERRUPTED
+                elif self.health.stop_reason is not None:
+                    status = PROVIDER_STOPPED
+                else:
+                    status = BUDGET_STOPPED
                 outcomes[oc.op] = OpOutcome(oc.op, status, reason="not started")
         return [outcomes[oc.op] for oc in ops]
 
@@ -291,6 +317,7 @@ class Generator:
             feedback_max_chars=cfg.agent.feedback_max_chars,
             prices=getattr(self.provider, "prices", None) or cfg.provider.prices,
             judge_slots=self.judge_slots,
+            health=self.health,
         )
 
     def _run_op(self, oc: Any) -> OpOutcome:
@@ -298,6 +325,10 @@ class Generator:
             return OpOutcome(oc.op, INTERRUPTED, reason="not started")
         if self.budget.stop_reason is not None:
             return OpOutcome(oc.op, BUDGET_STOPPED, reason=self.budget.stop_reason)
+        if self.health.stop_reason is not None:
+            return OpOutcome(
+                oc.op, PROVIDER_STOPPED, reason="not started: " + self.health.stop_reason
+            )
         task = self._make_task(oc)
         with self._lock:
             self._tasks.append(task)
@@ -377,8 +408,14 @@ class Generator:
             raise errors[0]
 
     def _decide(self, task: OpTask, reports: list[WorkerReport]) -> OpOutcome:
-        inp, out, cost, rounds = self._op_usage(task.op)
-        base = {"input_tokens": inp, "output_tokens": out, "cost_usd": cost, "rounds": rounds}
+        inp, out, cost, rounds, priced = self._op_usage(task.op)
+        base = {
+            "input_tokens": inp,
+            "output_tokens": out,
+            "cost_usd": cost,
+            "cost_known": priced,
+            "rounds": rounds,
+        }
         if task.winner is not None:
             worker, round_ = task.winner
             dest, archived = self._keep(task)
@@ -401,6 +438,10 @@ class Generator:
             return outcome
         if self.stop.is_set():
             return OpOutcome(task.op, INTERRUPTED, reason="run interrupted", **base)
+        stopped = [r for r in reports if r.stopped == "provider"]
+        if stopped:
+            why = self.health.stop_reason or stopped[0].reason
+            return OpOutcome(task.op, PROVIDER_STOPPED, reason=f"provider: {why}", **base)
         if any(r.stopped == "budget" for r in reports):
             return OpOutcome(task.op, BUDGET_STOPPED, reason=self.budget.stop_reason or "", **base)
         outcome = OpOutcome(
@@ -443,22 +484,37 @@ class Generator:
                 "rounds": outcome.rounds,
                 "input_tokens": outcome.input_tokens,
                 "output_tokens": outcome.output_tokens,
-                "cost_usd": outcome.cost_usd,
+                # null when no call had a price: unknown, not free
+                "cost_usd": None
+                if not outcome.cost_known and not outcome.cost_usd
+                else outcome.cost_usd,
+                "cost": cost_text(outcome.cost_usd, outcome.cost_known),
                 "decided_at": _now(),
             },
         )
 
-    def _op_usage(self, op: str) -> tuple[int, int, float, int]:
+    def _op_usage(self, op: str) -> tuple[int, int, float, int, bool]:
+        """(input tokens, output tokens, priced cost, finished rounds, every call priced)."""
         inp = out = rounds = 0
         cost = 0.0
+        priced = True
         for _w, _path, meta in self.runlog.all_rounds(op):
             if not meta:
                 continue
             inp += int(meta.get("input_tokens") or 0)
             out += int(meta.get("output_tokens") or 0)
+            if meta.get("cost_usd") is None:
+                priced = priced and not (meta.get("input_tokens") or meta.get("output_tokens"))
             cost += float(meta.get("cost_usd") or 0.0)
-            rounds += meta.get("outcome") != "cancelled"
-        return inp, out, round(cost, 6), rounds
+            rounds += meta.get("outcome") in FINISHED_OUTCOMES
+        return inp, out, round(cost, 6), rounds, priced
+
+    def _never_answered(self, op: str, decision: dict[str, Any]) -> bool:
+        """A "not_kept" decision whose every round was a failed call: no answer was ever judged."""
+        if decision.get("status") != NOT_KEPT or "untestable" in str(decision.get("reason")):
+            return False
+        metas = [meta for _w, _path, meta in self.runlog.all_rounds(op) if meta]
+        return bool(metas) and all(m.get("outcome") == PROVIDER_ERROR for m in metas)
 
     def _last_failure(self, task: OpTask) -> str:
         last = ""
@@ -480,6 +536,7 @@ def _outcome_from_decision(op: str, d: dict[str, Any]) -> OpOutcome:
         int(d.get("input_tokens") or 0),
         int(d.get("output_tokens") or 0),
         float(d.get("cost_usd") or 0.0),
+        cost_known=d.get("cost_usd") is not None or not (d.get("input_tokens") or 0),
         earlier=True,
     )
 

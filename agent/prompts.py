@@ -6,7 +6,7 @@ Contract:
   the kernel must have, what it returns and mutates, representative serialized test cases (most
   frequent first, the largest always among them) with their dtypes.
 - `PromptRenderer(templates_dir).system(ctx) / .generate(ctx) / .refine(ctx, previous_code,
-  feedback) -> str`, through one `Environment(undefined=StrictUndefined, trim_blocks=True,
+  feedback, truncated=False) -> str`, through one `Environment(undefined=StrictUndefined, trim_blocks=True,
   lstrip_blocks=True)`: a variable a template uses but the context lacks fails loudly.
 
 Prompt text lives only in the templates. A user's `templates_dir` is searched first, the shipped
@@ -216,7 +216,15 @@ class PromptRenderer:
     def generate(self, ctx: dict[str, Any]) -> str:
         return self.render("generate.j2", ctx)
 
-    def refine(self, ctx: dict[str, Any], previous_code: str, feedback: str) -> str:
-        return self.render(
-            "refine.j2", {**ctx, "previous_code": previous_code.rstrip("\n"), "feedback": feedback}
-        )
+    def refine(
+        self, ctx: dict[str, Any], previous_code: str, feedback: str, *, truncated: bool = False
+    ) -> str:
+        """The next round's prompt. `previous_code` is "" when the last answer held no usable
+        file; `truncated` when that answer was cut off at the output token limit."""
+        variables = {
+            **ctx,
+            "previous_code": previous_code.rstrip("\n"),
+            "feedback": feedback,
+            "truncated": truncated,
+        }
+        return self.render("refine.j2", variables)

@@ -5,6 +5,9 @@ Thin on purpose: parse flags, load the config (flags override a few fields), cal
     0  the run completed (whatever the kernels scored)
     2  a usage or configuration error: one line `error: ...` on stderr, no traceback
     1  an internal failure (a bug): one line, the traceback with -v/--debug
+    3  the run stopped calling the provider (calls kept failing: a server down for longer than
+       provider.outage_wait_s, a bad key, a model the server does not know): the reports are
+       written, operators it could not finish are not decided; fix the cause, then --resume
   130  interrupted (Ctrl-C): workers stopped, sandboxes killed, logs flushed, resume command printed
 """
 
@@ -22,6 +25,7 @@ from evaluator.errors import UsageError
 log = logging.getLogger("agent.run")
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_PROVIDER = 3  # the run stopped calling the provider; --resume finishes it
 # Flags that choose *what* a run works on: a resumed run keeps its own.
 SELECTION_FLAGS = ("suite", "ops", "num_operators", "trace_file", "config")
 
@@ -43,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "exit codes: 0 run completed, 1 internal error, 2 usage or config error, "
-            "130 interrupted (resume with --resume RUN_DIR)"
+            "3 the provider stopped answering (reports written; resume with --resume RUN_DIR once "
+            "it is back), 130 interrupted (resume with --resume RUN_DIR)"
         ),
     )
     mode = p.add_mutually_exclusive_group()
@@ -285,6 +290,13 @@ def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = Non
         session = Session(request, parts, view)
         result = session.run()
         view.final(result)
+        why = _provider_stopped(result)
+        if why:
+            _error_line(f"stopped calling the provider: {why}")
+            sys.stderr.write(
+                f"Once it answers again, resume with: python -m agent.run --resume {result.run_dir}\n"
+            )
+            return EXIT_PROVIDER
         return EXIT_OK
     except UsageError as exc:
         if verbose:
@@ -311,6 +323,14 @@ def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = Non
         if session is not None:
             session.finish("failed", error=f"{type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
+
+
+def _provider_stopped(result: Any) -> str:
+    """Why operators were left undone because the provider gave no answers ("" when none were)."""
+    if getattr(result, "provider_stop", None):
+        return str(result.provider_stop)
+    stopped = [o for o in getattr(result, "outcomes", []) if o.status == "provider_stopped"]
+    return f"{stopped[0].op}: {stopped[0].reason}" if stopped else ""
 
 
 if __name__ == "__main__":

@@ -46,19 +46,13 @@ PASSED_NOT_KEPT = "passed_not_kept"
 FAILED = "failed"  # the verdict was not `passed`
 UNTESTABLE = "untestable"  # the verdict was `skipped`: no test can run on this device
 NO_CODE = "no_code"  # no usable kernel could be extracted from the answer
-PROVIDER_ERROR = "provider_error"  # the call failed for good (after the provider's retries)
+PROVIDER_ERROR = "provider_error"  # the call got no answer (after the provider's retries)
 CANCELLED = "cancelled"  # stopped mid-round: another worker won, or the run was interrupted
-# A cancelled round is not finished: resume redoes it.
+# A cancelled round is not finished, and a call without an answer is not a round: resume redoes
+# both. (The builtin and replay providers' failed calls are rounds, and resume redoes them too:
+# they answer the same way again.)
 # "passed_late" is PASSED_NOT_KEPT's name in run folders written before it was renamed.
-FINISHED_OUTCOMES = {
-    PASSED,
-    PASSED_NOT_KEPT,
-    "passed_late",
-    FAILED,
-    UNTESTABLE,
-    NO_CODE,
-    PROVIDER_ERROR,
-}
+FINISHED_OUTCOMES = {PASSED, PASSED_NOT_KEPT, "passed_late", FAILED, UNTESTABLE, NO_CODE}
 
 
 def read_json(path: Path) -> Any:
@@ -138,14 +132,19 @@ class RunLog:
         return self.op_dir(op) / f"worker_{worker}" / f"round_{round_}"
 
     def start_round(self, op: str, worker: int, round_: int) -> Path:
-        """A fresh round folder. A round cut short by an interrupt is redone on resume; what it had
-        written is moved aside to `round_<r>.cut<k>`, not deleted (replay reads `round_<r>`)."""
+        """A fresh round folder. A round cut short by an interrupt is redone on resume, a call that
+        got no answer is asked again; what the earlier attempt wrote is moved aside to
+        `round_<r>.cut<k>` (or `round_<r>.failed<k>` for a failed call), not deleted (replay
+        reads `round_<r>`)."""
         path = self.round_dir(op, worker, round_)
         if path.exists():
+            meta = read_json(path / META_FILE)
+            failed = isinstance(meta, dict) and meta.get("outcome") == PROVIDER_ERROR
+            label = "failed" if failed else "cut"
             k = 1
-            while path.with_name(f"{path.name}.cut{k}").exists():
+            while path.with_name(f"{path.name}.{label}{k}").exists():
                 k += 1
-            path.rename(path.with_name(f"{path.name}.cut{k}"))
+            path.rename(path.with_name(f"{path.name}.{label}{k}"))
         path.mkdir(parents=True)
         return path
 
@@ -209,6 +208,15 @@ class RunLog:
             out += int(event.get("output_tokens") or 0)
             cost += float(event.get("cost_usd") or 0.0)
         return inp, out, cost
+
+    def all_priced(self) -> bool:
+        """False when some call this run folder recorded used tokens but had no price."""
+        return not any(
+            event.get("event") == "round_end"
+            and event.get("cost_usd") is None
+            and (event.get("input_tokens") or event.get("output_tokens"))
+            for event in read_events(self.run_dir)
+        )
 
     # ------------------------------------------------------------------ decisions
 

@@ -7,6 +7,10 @@ Contract: `Session(request, parts, view).run() -> RunResult`:
 - selects operators (evaluator.suites.select_operators; a resumed run keeps its own selection);
 - unless `--evaluate-only`, generates kernels (agent.orchestrator.Generator) under a budget
   (agent.budget) that stops new provider calls and says so;
+- stops calling the provider when its `ProviderHealth` says so (calls in a row without an answer,
+  after waiting for a server that went away): one line on the console, a `provider_stop` event,
+  `run.json` "provider_stop", and `RunResult.provider_stop`; the run still evaluates and writes its
+  reports, and the CLI exits with its own code so that a script knows to `--resume` later;
 - unless `--generate-only`, evaluates every selected operator on the kernels dir with
   evaluator.evaluate.evaluate(..., run_dir=the same folder), which writes the three reports.
 User errors raise UsageError before anything is started where possible. KeyboardInterrupt stops
@@ -31,6 +35,7 @@ from agent.budget import Budget
 from agent.config import RunConfig
 from agent.orchestrator import Generator, OpOutcome, Parts, workers_per_operator
 from agent.providers.base import Provider
+from agent.providers.health import ProviderHealth
 from agent.report_html import write_report_quietly
 from agent.runlog import RunLog, read_json
 from evaluator.errors import UsageError
@@ -56,6 +61,7 @@ class RunResult:
     outcomes: list[OpOutcome]
     report: Any | None  # evaluator.report.Report
     budget: dict[str, Any]
+    provider_stop: str | None = None  # why the run stopped calling the provider, if it did
 
 
 def _now() -> str:
@@ -114,6 +120,7 @@ class Session:
                     f"workers: 1 per operator, not {num_workers}: {provider.name} writes the same "
                     "code in every worker, so more would only judge the same file again"
                 )
+            self._say_context_window(provider)
         self._write_start(device, provider, why, ops, previous)
         runlog.emit(
             "run_start",
@@ -132,10 +139,12 @@ class Session:
             input_tokens=spent_in,
             output_tokens=spent_out,
             cost_usd=spent_cost,
+            cost_known=runlog.all_priced(),
             on_exhausted=self._budget_stop,
         )
         outcomes: list[OpOutcome] = []
         report = None
+        health = self._health(provider)
         try:
             if req.mode != "evaluate":
                 assert provider is not None
@@ -149,6 +158,7 @@ class Session:
                     device=device,
                     kernels_dir=kernels_dir,
                     stop=self.stop,
+                    health=health,
                 )
                 with self._viewing(ops):
                     outcomes = self.generator.run(ops)
@@ -162,8 +172,15 @@ class Session:
             if parts.close_sandboxes is not None:
                 with contextlib.suppress(Exception):
                     parts.close_sandboxes()
-        self.finish("completed", budget=budget.snapshot(), outcomes=outcomes, report=report)
-        return RunResult(self.run_dir, "completed", outcomes, report, budget.snapshot())
+        stop = health.stop_reason
+        self.finish(
+            "completed",
+            budget=budget.snapshot(),
+            outcomes=outcomes,
+            report=report,
+            provider_stop=stop,
+        )
+        return RunResult(self.run_dir, "completed", outcomes, report, budget.snapshot(), stop)
 
     @contextlib.contextmanager
     def _viewing(self, ops: list[Any]):
@@ -193,6 +210,44 @@ class Session:
                     f'add [provider.prices."{provider.model}"] to your config or drop max_cost_usd.'
                 )
         return provider, why
+
+    def _say_context_window(self, provider: Provider) -> None:
+        """The model's context window, for providers that fit requests to one (asks the server)."""
+        if not hasattr(type(provider), "context_tokens"):
+            return  # builtin, replay: no context window
+        tokens = provider.context_tokens  # type: ignore[attr-defined]
+        if tokens is None:
+            self.say(
+                "context window: unknown (the server does not say, or is not answering yet): set "
+                "provider.context_tokens to fit requests to it"
+            )
+            return
+        source = getattr(provider, "context_source", None) or "provider config"
+        self.say(f"context window: {tokens:,} tokens ({source})")
+        if self.runlog is not None:
+            self.runlog.emit("context_window", tokens=tokens, source=source)
+
+    def _health(self, provider: Provider | None) -> ProviderHealth:
+        """Failed calls in a row across the run; the outage wait probes the server when it can."""
+        pc = self.cfg.provider
+        return ProviderHealth(
+            pc.max_consecutive_failures,
+            outage_wait_s=pc.outage_wait_s,
+            probe_interval_s=pc.probe_interval_s,
+            probe=getattr(provider, "probe", None),
+            on_stop=self._provider_stop,
+            on_wait=self._provider_wait,
+        )
+
+    def _provider_stop(self, reason: str) -> None:
+        if self.runlog is not None:
+            self.runlog.emit("provider_stop", reason=reason)
+        self.say(f"provider: {reason}; no new provider calls will start")
+
+    def _provider_wait(self, text: str) -> None:
+        if self.runlog is not None:
+            self.runlog.emit("provider_wait", reason=text)
+        self.say(text)
 
     def _open_run_dir(self) -> None:
         """A new run folder, or the --resume one."""

@@ -12,6 +12,19 @@ waits for the provider in a way it can walk away from (the call runs on a daemon
 abandoned call's tokens are still charged to the budget when it returns), and hands the same event
 to the judge, which kills the sandbox when it is set. No kernel code ever runs in this process.
 
+A call that gets no answer (refused connection, 5xx after the provider's retries, a 400) is
+recorded in the round folder with outcome `provider_error` but is not a round: the worker asks
+again for the same round, and the next attempt sets the failed one aside as `round_<r>.failed<k>`.
+The run's `ProviderHealth` decides when calls stop (failures in a row across the run, with a wait
+for a server that went away); a worker whose own calls fail `max_consecutive_failures` times in a
+row while the rest of the run gets answers stops on its own (`stopped = "provider"`). The builtin
+and replay providers have no server: asking them again gives the same answer, so their failed
+call is a round, as recorded.
+
+An answer cut off at the output limit (`Completion.truncated`) whose last code block is not closed
+is `no_code` with the reason "answer truncated at max_output_tokens", and the refine prompt asks
+for a shorter file.
+
 Concurrent sandboxes are bounded by `judge_slots` (eval.sandbox.num_parallel, shared by every
 operator). A candidate text already judged for the operator (by another worker or an earlier
 round) reuses that verdict (`meta.json` "verdict_reused_from") instead of running again.
@@ -28,7 +41,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.budget import Budget
+from agent.extract import code_blocks
 from agent.providers.base import Completion, Message, OperatorContext, Provider, ProviderError
+from agent.providers.health import ProviderHealth
 from agent.runlog import (
     CANCELLED,
     FAILED,
@@ -49,6 +64,7 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often a waiting worker looks at its cancel event
 FREE_PROVIDERS = {"builtin", "replay"}  # answers that cost nothing now, whatever they cost once
+TRUNCATED_REASON = "answer truncated at max_output_tokens"
 
 
 @dataclass
@@ -85,6 +101,7 @@ class OpTask:
     feedback_max_chars: int
     prices: Any
     judge_slots: threading.Semaphore  # bounds concurrent sandboxes across all operators
+    health: ProviderHealth = field(default_factory=ProviderHealth)  # shared by the whole run
     cancel: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     winner: tuple[int, int] | None = None  # (worker, round)
@@ -120,7 +137,8 @@ class WorkerReport:
     worker: int
     rounds: int = 0  # rounds that finished in this process
     last_round: int = 0
-    stopped: str = ""  # why the worker stopped: won, cancelled, budget, max_rounds, untestable
+    stopped: str = ""  # why: won, cancelled, budget, max_rounds, untestable, provider
+    reason: str = ""  # with stopped == "provider": the last failed call's reason
 
 
 class Worker:
@@ -135,6 +153,8 @@ class Worker:
         self._messages = list(self._base)
         self._feedback: dict[str, Any] | None = None
         self._first_round = 1
+        self._last_error = ""
+        self._serverless = task.provider.name in FREE_PROVIDERS
 
     # ------------------------------------------------------------------ resume
 
@@ -146,21 +166,25 @@ class Worker:
         self._first_round = last.round + 1
         self.report.last_round = last.round
         outcome = last.meta.get("outcome")
-        if outcome == PROVIDER_ERROR:
-            self._messages = last.messages() or list(self._base)
-            return
         response = last.text("response.md") or ""
         code = last.text("candidate.py") or ""
         feedback = last.text("feedback.md") or ""
         self._feedback = last.verdict() or {"status": outcome, "reason": last.meta.get("error")}
-        self._messages = self._next_messages(response, code, feedback)
+        self._messages = self._next_messages(
+            response, code, feedback, truncated=bool(last.meta.get("truncated")) and not code
+        )
 
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> WorkerReport:
         task = self.task
+        health = task.health
         round_ = self._first_round
+        failures = 0  # this worker's calls in a row that got no answer
+        epoch = health.epoch()
         while True:
+            if health.epoch() != epoch:  # the server came back after an outage: a fresh start
+                epoch, failures = health.epoch(), 0
             if task.cancel.is_set():
                 self.report.stopped = self.report.stopped or "cancelled"
                 break
@@ -170,11 +194,29 @@ class Worker:
             if not task.budget.allow_call():
                 self.report.stopped = "budget"
                 break
+            if failures >= health.max_consecutive_failures and not health.in_outage():
+                # The rest of the run gets answers: this conversation is what the server refuses.
+                self.report.stopped = "provider"
+                self.report.reason = (
+                    f"{failures} calls in a row failed; the last: {self._last_error}"
+                )
+                break
+            if not health.allow_call(task.cancel):
+                if task.cancel.is_set():
+                    self.report.stopped = self.report.stopped or "cancelled"
+                else:
+                    self.report.stopped = "provider"
+                    self.report.reason = health.stop_reason or self._last_error
+                break
             outcome = self._round(round_)
             self.report.last_round = round_
             if outcome == CANCELLED:
                 self.report.stopped = "cancelled"
                 break
+            if outcome == PROVIDER_ERROR and not self._serverless:
+                failures += 1  # no answer, so no round: the same round is asked again
+                continue
+            failures = 0
             self.report.rounds += 1
             if outcome in (PASSED, PASSED_NOT_KEPT):
                 self.report.stopped = "won" if outcome == PASSED else "cancelled"
@@ -203,6 +245,8 @@ class Worker:
             "latency_s": None,
             "attempts": 0,
             "cost_usd": None,
+            "finish_reason": None,
+            "truncated": False,
             "error": None,
             "outcome": None,
             "status": None,
@@ -219,8 +263,10 @@ class Worker:
             round=round_,
             feedback=self._feedback,
         )
+        epoch = task.health.epoch()
         completion, error = self._call_provider(messages, context, round_)
-        if completion is not None:
+        if completion is not None and not self._serverless:
+            task.health.succeeded()
             meta.update(
                 model=completion.model or task.provider.model,
                 input_tokens=completion.input_tokens,
@@ -228,24 +274,37 @@ class Worker:
                 latency_s=round(completion.latency_s, 3),
                 attempts=completion.attempts,
                 cost_usd=self._cost(completion),
+                finish_reason=completion.finish_reason,
+                truncated=completion.truncated,
             )
+            if completion.request:
+                meta["request"] = completion.request
             rl.write_text(path, "response.md", completion.text)
 
-        if error is not None or completion is None:
-            outcome = CANCELLED if error is None else PROVIDER_ERROR
-            meta["error"] = (
-                error or f"cancelled while waiting for the provider: {self._why_cancelled()}"
-            )
-            # Nothing new to tell the model: the next round sends the same conversation.
-            return self._finish(path, meta, outcome, started)
+        if error is not None:
+            if not self._serverless:
+                task.health.failed(error.reason, error.retryable, epoch)
+            self._last_error = error.reason
+            meta["error"] = error.reason
+            meta["attempts"] = error.attempts
+            # No answer: not a round. The same conversation is sent again (or the run stops).
+            return self._finish(path, meta, PROVIDER_ERROR, started)
+        if completion is None:
+            meta["error"] = f"cancelled while waiting for the provider: {self._why_cancelled()}"
+            return self._finish(path, meta, CANCELLED, started)
         if task.cancel.is_set():
             meta["error"] = f"cancelled after the provider answered: {self._why_cancelled()}"
             return self._finish(path, meta, CANCELLED, started)
 
         try:
+            if completion.truncated and _ends_in_open_block(completion.text):
+                raise task.extract_error(TRUNCATED_REASON)
             code = task.extract(completion.text, task.op)
         except task.extract_error as exc:
             reason = getattr(exc, "reason", None) or str(exc)
+            cut = completion.truncated
+            if cut and reason != TRUNCATED_REASON:
+                reason = f"{TRUNCATED_REASON} ({reason})"
             meta["error"] = f"no usable kernel in the answer: {reason}"
             if completion.raw.get("written") is False:
                 # The provider said why it wrote nothing (the builtin one: no writer for the op).
@@ -254,7 +313,7 @@ class Worker:
             feedback = f"Your answer could not be tested: {reason}"
             rl.write_text(path, "feedback.md", feedback)
             self._feedback = {"status": NO_CODE, "reason": reason}
-            self._messages = self._next_messages(completion.text, "", feedback)
+            self._messages = self._next_messages(completion.text, "", feedback, truncated=cut)
             return self._finish(path, meta, NO_CODE, started)
         candidate = rl.write_text(path, "candidate.py", code)
 
@@ -323,21 +382,28 @@ class Worker:
         )
         return outcome
 
-    def _next_messages(self, response: str, code: str, feedback: str) -> list[Message]:
+    def _next_messages(
+        self, response: str, code: str, feedback: str, *, truncated: bool = False
+    ) -> list[Message]:
         """The next round's conversation: the task, the last answer, and what was wrong with it.
 
         Only the last exchange is kept, not every earlier round: the refine prompt already carries
-        the previous candidate and its verdict, and the conversation stays a bounded size.
+        the previous candidate and its verdict, and the conversation stays a bounded size. An
+        answer cut off at the output limit is told so (the refine prompt asks for a shorter file).
         """
-        refine = self.task.renderer.refine(self.task.prompt_context, code, feedback)
+        ctx = self.task.prompt_context
+        if truncated:
+            refine = self.task.renderer.refine(ctx, code, feedback, truncated=True)
+        else:
+            refine = self.task.renderer.refine(ctx, code, feedback)
         return [*self._base, Message("assistant", response), Message("user", refine)]
 
     # ------------------------------------------------------------------ waiting, abandonably
 
     def _call_provider(
         self, messages: list[Message], context: OperatorContext, round_: int
-    ) -> tuple[Completion | None, str | None]:
-        """(completion, None), (None, reason) when the call failed, (None, None) when abandoned."""
+    ) -> tuple[Completion | None, ProviderError | None]:
+        """(completion, None), (None, error) when the call failed, (None, None) when abandoned."""
         task = self.task
         box: dict[str, Any] = {}
         done = threading.Event()
@@ -350,10 +416,10 @@ class Worker:
                     completion.input_tokens, completion.output_tokens, self._cost(completion)
                 )
             except ProviderError as exc:
-                box["error"] = exc.reason
-            except Exception as exc:  # an SDK or provider bug is a failed round, with its reason
+                box["error"] = exc
+            except Exception as exc:  # an SDK or provider bug is a failed call, with its reason
                 log.debug("provider %s raised", task.provider.name, exc_info=True)
-                box["error"] = f"{type(exc).__name__}: {exc}"
+                box["error"] = ProviderError(f"{type(exc).__name__}: {exc}")
             finally:
                 done.set()
 
@@ -367,7 +433,7 @@ class Worker:
             if task.cancel.is_set():
                 return None, None
         if "error" in box:
-            return None, str(box["error"])
+            return None, box["error"]
         return box["completion"], None
 
     def _judge(
@@ -438,3 +504,9 @@ class Worker:
             completion.output_tokens,
             self.task.prices,
         )
+
+
+def _ends_in_open_block(text: str) -> bool:
+    """True when the answer's last code block has no closing fence (it was cut off inside it)."""
+    blocks = code_blocks((text or "").replace("\r\n", "\n"))
+    return bool(blocks) and not blocks[-1].closed

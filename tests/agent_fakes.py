@@ -43,6 +43,7 @@ class Scripted:
     input_tokens: int = 100
     output_tokens: int = 50
     hook: Any = None  # called (in the provider thread) before answering
+    attempts: int = 1  # requests the failed call says it made
 
 
 class QueueProvider:
@@ -71,7 +72,7 @@ class QueueProvider:
         if item.delay_s:
             time.sleep(item.delay_s)
         if item.error is not None:
-            raise ProviderError(item.error)
+            raise ProviderError(item.error, attempts=item.attempts)
         return Completion(
             text=item.text or "",
             model=self.model,

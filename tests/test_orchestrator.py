@@ -153,14 +153,18 @@ def test_answer_without_code_is_a_failed_round_whose_reason_goes_back(tmp_path: 
     assert result.outcomes[0].status == "kept"
 
 
-def test_provider_error_is_a_failed_round_with_its_reason(tmp_path: Path):
+def test_failed_call_is_recorded_with_its_reason_but_is_not_a_round(tmp_path: Path):
     op = "relu.default"
     provider = QueueProvider()
     provider.enqueue(op, 1, Scripted(error="HTTP 503 after 5 attempts"), answer(op, "pass"))
-    result = run(config(tmp_path, num_workers=1), make_parts(provider))
-    meta = json.loads((result.run_dir / "ops/relu__default/worker_1/round_1/meta.json").read_text())
-    assert (meta["outcome"], meta["error"]) == ("provider_error", "HTTP 503 after 5 attempts")
-    assert result.outcomes[0].status == "kept"
+    result = run(config(tmp_path, num_workers=1, max_rounds=1), make_parts(provider))
+    worker = result.run_dir / "ops/relu__default/worker_1"
+    failed = json.loads((worker / "round_1.failed1/meta.json").read_text())
+    assert (failed["outcome"], failed["error"]) == ("provider_error", "HTTP 503 after 5 attempts")
+    # The one allowed round was not used up by the failed call: it was asked again, and passed.
+    assert provider.calls == [(op, 1, 1), (op, 1, 1)]
+    assert json.loads((worker / "round_1/meta.json").read_text())["outcome"] == "passed"
+    assert result.outcomes[0].status == "kept" and result.outcomes[0].rounds == 1
 
 
 def test_operator_whose_rounds_all_fail_is_decided_not_kept(tmp_path: Path):

@@ -94,6 +94,21 @@ def test_refine_prompt_adds_previous_code_and_feedback(ctx: dict) -> None:
     assert "aten_fallback" in text
 
 
+def test_refine_prompt_after_an_answer_without_code_shows_no_empty_previous_file(ctx: dict) -> None:
+    text = PromptRenderer().refine(ctx, "", "Your answer could not be tested: no code block")
+    assert "```python\n```" not in text and "The previous file" not in text
+    assert "held no file that could be tested" in text
+    assert "Your answer could not be tested: no code block" in text
+
+
+def test_refine_prompt_after_a_truncated_answer_asks_for_a_shorter_file(ctx: dict) -> None:
+    feedback = "Your answer could not be tested: answer truncated at max_output_tokens"
+    text = PromptRenderer().refine(ctx, "", feedback, truncated=True)
+    assert "cut off at the output token limit" in text
+    assert "Write a shorter file" in text
+    assert "The previous file" not in text and "```python\n```" not in text
+
+
 def test_missing_variable_fails_loudly(ctx: dict) -> None:
     del ctx["function_name"]
     with pytest.raises(UsageError, match="function_name"):

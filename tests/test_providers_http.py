@@ -1,7 +1,7 @@
 """The openai and anthropic providers through their official SDKs, over real HTTP.
 
-Each test starts a local server (http.server in a thread on 127.0.0.1, a random port) that speaks
-the provider's wire protocol and answers from a script: a good answer, an answer without code,
+Each test starts a local server (tests/llm_server.py: http.server in a thread on 127.0.0.1, a
+random port) that speaks the provider's wire protocol and answers from a script: a good answer, an answer without code,
 429 then success, 5xx until the retries run out, a reply slower than the timeout, 401/400.
 No network beyond 127.0.0.1, waits of a few hundredths of a second.
 """
@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from llm_server import AnthropicWire, FakeAPI, OpenAIWire
 
 from agent.config import ProviderConfig
 from agent.extract import ExtractError, extract_candidate
@@ -28,146 +25,6 @@ from agent.providers.registry import make_provider
 from agent.providers.retry import http_failure, is_retryable_status, parse_retry_after
 
 RESPONSES = Path(__file__).parent / "fixtures" / "responses"
-OPENAI_KEY = "sk-test-openai-0123456789"
-ANTHROPIC_KEY = "sk-ant-test-0123456789"
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-
-
-class FakeAPI:
-    """A scripted HTTP server: each POST pops the next Reply and is recorded in `requests`."""
-
-    def __init__(self) -> None:
-        self.replies: deque[Reply] = deque()
-        self.requests: list[dict[str, Any]] = []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("content-length", 0))
-                raw = self.rfile.read(length)
-                api.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "json": json.loads(raw) if raw else None,
-                    }
-                )
-                reply = (
-                    api.replies.popleft() if api.replies else Reply(599, {"error": "unscripted"})
-                )
-                if reply.delay_s:
-                    time.sleep(reply.delay_s)
-                payload = json.dumps(reply.body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(payload)))
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def enqueue(self, *replies: Reply) -> None:
-        self.replies.extend(replies)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class OpenAIWire:
-    name = "openai"
-    path = "/v1/chat/completions"
-    key = OPENAI_KEY
-
-    def env(self, url: str) -> dict[str, str]:
-        return {"OPENAI_API_KEY": self.key, "OPENAI_BASE_URL": f"{url}/v1"}
-
-    def ok(self, text: str, input_tokens: int = 11, output_tokens: int = 22) -> Reply:
-        return Reply(
-            body={
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "created": 1767225600,
-                "model": "test-model-2026-01-01",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": input_tokens,
-                    "completion_tokens": output_tokens,
-                    "total_tokens": input_tokens + output_tokens,
-                },
-            }
-        )
-
-    def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
-        body = {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
-        return Reply(status, body, headers or {})
-
-    def auth_ok(self, headers: dict[str, str]) -> bool:
-        return headers.get("authorization") == f"Bearer {self.key}"
-
-
-class AnthropicWire:
-    name = "anthropic"
-    path = "/v1/messages"
-    key = ANTHROPIC_KEY
-
-    def env(self, url: str) -> dict[str, str]:
-        return {"ANTHROPIC_API_KEY": self.key, "ANTHROPIC_BASE_URL": url}
-
-    def ok(self, text: str, input_tokens: int = 11, output_tokens: int = 22) -> Reply:
-        return Reply(
-            body={
-                "id": "msg_test",
-                "type": "message",
-                "role": "assistant",
-                "model": "test-model-2026-01-01",
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
-            }
-        )
-
-    def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
-        kind = {429: "rate_limit_error", 401: "authentication_error"}.get(status, "api_error")
-        body = {"type": "error", "error": {"type": kind, "message": message}}
-        return Reply(status, body, headers or {})
-
-    def auth_ok(self, headers: dict[str, str]) -> bool:
-        # Older SDKs send x-api-key; recent ones send the key as a bearer token.
-        return self.key in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
 
 
 @pytest.fixture(autouse=True)
@@ -364,3 +221,122 @@ def test_http_failure_reason_names_status_and_server_message() -> None:
     failure = http_failure("openai", 429, "Rate limit\n  reached", None)
     assert failure.reason == "openai HTTP 429 (rate limited): Rate limit reached"
     assert failure.retryable
+
+
+# ---------------------------------------------------------------------------------- context, truncation
+
+
+def _server_tokens(wire: Any, body: dict[str, Any]) -> int:
+    """How this fake server counts a prompt: 4 characters a token."""
+    return -(-wire.prompt_chars(body) // 4)
+
+
+def _windowed(wire: Any, api: FakeAPI, window: int) -> None:
+    """Answer 400 "context too long" to any request over `window`, else the queued reply."""
+
+    def respond(request: dict[str, Any]) -> Any:
+        body = request["json"]
+        prompt = _server_tokens(wire, body)
+        if prompt + wire.max_tokens(body) > window:
+            return wire.too_long(window, prompt, wire.max_tokens(body))
+        return None
+
+    api.respond = respond
+
+
+LONG_CONVERSATION = [
+    Message("system", "You write Triton kernels. " * 20),
+    Message("user", "Write add.Tensor. " * 50),
+    Message("assistant", "Let me think about this at length. " * 400),  # ~14,000 characters
+    Message("user", "Your previous file failed: wrong values. Fix it."),
+]
+
+
+def test_truncated_answer_carries_the_finish_reason(wire: Any, api: FakeAPI) -> None:
+    api.enqueue(wire.truncated("```python\nimport triton\n"))
+    completion = _provider(wire, api).complete(MESSAGES, CONTEXT)
+    assert completion.truncated
+    assert completion.finish_reason == ("length" if wire.name == "openai" else "max_tokens")
+
+
+def test_finished_answer_is_not_truncated(wire: Any, api: FakeAPI) -> None:
+    api.enqueue(wire.ok("done"))
+    completion = _provider(wire, api).complete(MESSAGES, CONTEXT)
+    assert not completion.truncated
+    assert completion.finish_reason == ("stop" if wire.name == "openai" else "end_turn")
+
+
+def test_context_too_long_shrinks_the_request_once_and_succeeds(wire: Any, api: FakeAPI) -> None:
+    _windowed(wire, api, window=2000)
+    api.enqueue(wire.ok("fixed"))
+    completion = _provider(wire, api).complete(LONG_CONVERSATION, CONTEXT)
+    assert completion.text == "fixed"
+    assert completion.attempts == 2
+    first, second = (r["json"] for r in api.requests)
+    # The earlier answer was replaced by a one-line note; the task and the latest turn were kept.
+    assert wire.prompt_chars(second) < wire.prompt_chars(first) // 3
+    assert _server_tokens(wire, second) + wire.max_tokens(second) <= 2000
+    sent = json.dumps(second)
+    assert "Write add.Tensor." in sent and "Your previous file failed" in sent
+    assert "left out here to fit the model's context window" in sent
+    assert completion.request["messages_left_out"] == 1
+    assert completion.request["context_tokens"] == 2000
+
+
+def test_context_too_long_twice_is_not_sent_a_third_time(wire: Any, api: FakeAPI) -> None:
+    window = 300  # below even the kept messages: the shrunk request cannot fit either
+    api.respond = lambda request: wire.too_long(window, 5000, wire.max_tokens(request["json"]))
+    with pytest.raises(ProviderError) as info:
+        _provider(wire, api).complete(LONG_CONVERSATION, CONTEXT)
+    assert "context" in info.value.reason
+    assert len(api.requests) == 1  # what it learned shows no smaller request can fit
+    assert not info.value.retryable
+
+
+def test_a_known_window_fits_the_first_request_and_caps_the_answer(wire: Any, api: FakeAPI) -> None:
+    _windowed(wire, api, window=3000)
+    api.enqueue(wire.ok("ok"))
+    _provider(wire, api, context_tokens=3000).complete(LONG_CONVERSATION, CONTEXT)
+    [request] = api.requests  # no 400 first: the window was known
+    body = request["json"]
+    assert _server_tokens(wire, body) + wire.max_tokens(body) <= 3000
+    assert wire.max_tokens(body) <= 1000
+
+
+def test_openai_compatible_server_is_asked_for_its_context_window(api: FakeAPI) -> None:
+    wire = OpenAIWire()
+    # llama.cpp: the training context in /v1/models, the real per-slot context in /props.
+    api.get_routes["/v1/models"] = {
+        "object": "list",
+        "data": [{"id": "gemma.gguf", "object": "model", "meta": {"n_ctx_train": 131072}}],
+    }
+    api.get_routes["/props"] = {"default_generation_settings": {"n_ctx": 4096}}
+    provider = _provider(wire, api)
+    assert provider.context_tokens == 4096
+    assert provider.context_source == "server /props n_ctx"
+    api.get_routes.pop("/props")
+    api.get_routes["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 16384}]}  # vLLM
+    assert _provider(wire, api).context_tokens == 16384
+
+
+def test_configured_window_wins_over_the_server(api: FakeAPI) -> None:
+    api.get_routes["/v1/models"] = {"data": [{"id": "test-model", "max_model_len": 16384}]}
+    provider = _provider(OpenAIWire(), api, context_tokens=8192)
+    assert provider.context_tokens == 8192 and api.gets == []
+
+
+def test_probe_says_whether_the_server_answers(wire: Any, api: FakeAPI) -> None:
+    provider = _provider(wire, api)
+    assert provider.probe()  # 404 for /models is still an answer
+    api.go_down()
+    assert not provider.probe()
+    api.come_back()
+    assert provider.probe()
+
+
+def test_failed_call_reports_every_attempt_made(wire: Any, api: FakeAPI) -> None:
+    api.enqueue(*[wire.error(502, "bad gateway") for _ in range(4)])
+    with pytest.raises(ProviderError) as info:
+        _provider(wire, api, num_retries=3).complete(MESSAGES, CONTEXT)
+    assert "gave up after 4 attempts" in info.value.reason
+    assert info.value.attempts == 4

@@ -1,10 +1,15 @@
 """The `anthropic` provider: the Messages API through the official SDK (design §7).
 
-Contract: `AnthropicProvider(cfg, api_key=..., base_url=..., model=..., prices=...)` implements
-`Provider`. The registry reads `ANTHROPIC_API_KEY`, and `ANTHROPIC_BASE_URL` when set (a proxy, or
+Contract: `AnthropicProvider(cfg, api_key=..., base_url=..., model=..., prices=...,
+context_tokens=...)` implements `Provider`. The registry reads `ANTHROPIC_API_KEY`, and `ANTHROPIC_BASE_URL` when set (a proxy, or
 the local server of the tests). System messages go in the separate `system` field; the rest of the
 conversation alternates user/assistant as the API requires. Retries are ours (`retry.py`), the
 SDK's are off. Token usage comes from the response (cache reads and writes count as input).
+
+Every request is fitted to `context_tokens` (the configured window or the `context_windows`
+table; the Messages API does not report it) by `context.py`; a 400 saying the prompt is too long
+shrinks the request once and retries it. `stop_reason` is kept on the Completion ("max_tokens"
+marks it truncated). `probe()` asks `GET /v1/models`: True when the server answers.
 
 `max_tokens` is always sent (the API requires it). `temperature` is sent only when set and only
 when the installed SDK's `messages.create` still takes it: recent SDKs dropped sampling settings.
@@ -21,7 +26,9 @@ from typing import Any
 import anthropic
 
 from agent.config import Price, ProviderConfig
+from agent.providers import server_info
 from agent.providers.base import Completion, Message, OperatorContext
+from agent.providers.context import ContextWindow, Fitted, call_fitted
 from agent.providers.retry import Failure, call_with_retries, classify_sdk_error
 
 log = logging.getLogger(__name__)
@@ -46,6 +53,7 @@ class AnthropicProvider:
         base_url: str | None,
         model: str,
         prices: Mapping[str, Price] | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.cfg = cfg
         self.model = model
@@ -55,18 +63,33 @@ class AnthropicProvider:
         self._client = anthropic.Anthropic(
             api_key=api_key, base_url=self.base_url, timeout=cfg.timeout_s, max_retries=0
         )
+        self.window = ContextWindow(context_tokens, chars_per_token=cfg.chars_per_token)
+        self.context_source = "provider config" if context_tokens else None
         self._takes_temperature = _sdk_takes_temperature()
         if cfg.temperature is not None and not self._takes_temperature:
             log.warning(
                 "anthropic: this SDK's messages API takes no temperature; ignoring temperature"
             )
 
-    def request_args(self, messages: list[Message]) -> dict[str, Any]:
+    @property
+    def context_tokens(self) -> int | None:
+        """The model's context window in tokens, or None when the config does not say."""
+        return self.window.tokens
+
+    def probe(self) -> bool:
+        """True when the server answers a cheap request (GET /v1/models) with a status below 500."""
+        headers = {"x-api-key": self._secret, "anthropic-version": "2023-06-01"}
+        url = f"{self.base_url.rstrip('/')}/v1/models"
+        return server_info.probe(url, headers, min(10.0, self.cfg.timeout_s))
+
+    def request_args(
+        self, messages: list[Message], max_output_tokens: int | None = None
+    ) -> dict[str, Any]:
         """The keyword arguments of `messages.create` for this conversation."""
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         args: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.cfg.max_output_tokens,
+            "max_tokens": max_output_tokens or self.cfg.max_output_tokens,
             "messages": [
                 {"role": m.role, "content": m.content} for m in messages if m.role != "system"
             ],
@@ -77,14 +100,19 @@ class AnthropicProvider:
             args["temperature"] = self.cfg.temperature
         return args
 
-    def complete(self, messages: list[Message], context: OperatorContext) -> Completion:
-        args = self.request_args(messages)
-        start = time.monotonic()
-        response, attempts = call_with_retries(
+    def _send(self, fitted: Fitted) -> tuple[Any, int]:
+        args = self.request_args(fitted.messages, fitted.max_output_tokens)
+        return call_with_retries(
             lambda: self._client.messages.create(**args),
             self.cfg,
             self._classify,
             api="anthropic",
+        )
+
+    def complete(self, messages: list[Message], context: OperatorContext) -> Completion:
+        start = time.monotonic()
+        response, attempts, fitted = call_fitted(
+            self.window, messages, self.cfg.max_output_tokens, self._send
         )
         latency_s = time.monotonic() - start
         text = "".join(
@@ -96,6 +124,8 @@ class AnthropicProvider:
             + (getattr(usage, "cache_creation_input_tokens", None) or 0)
             + (getattr(usage, "cache_read_input_tokens", None) or 0)
         )
+        if input_tokens:
+            self.window.observe(fitted.messages, input_tokens)
         return Completion(
             text=text,
             model=response.model or self.model,
@@ -108,6 +138,9 @@ class AnthropicProvider:
                 "stop_reason": response.stop_reason,
                 "usage": usage.model_dump(mode="json", exclude_none=True),
             },
+            finish_reason=response.stop_reason,
+            truncated=response.stop_reason == "max_tokens",
+            request={**fitted.summary(), "context_source": self.context_source},
         )
 
     def _classify(self, exc: BaseException) -> Failure | None:

@@ -41,8 +41,12 @@ class Completion:
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
-    attempts: int = 1
+    attempts: int = 1  # requests made for this answer, retries included
     raw: dict[str, Any] = field(default_factory=dict)
+    # Why the model stopped, as the API says it: OpenAI's finish_reason, Anthropic's stop_reason.
+    finish_reason: str | None = None
+    truncated: bool = False  # the answer hit the output token limit
+    request: dict[str, Any] = field(default_factory=dict)  # how the request was fitted (context)
 
 
 class ProviderError(Exception):

@@ -18,12 +18,16 @@ from agent.config import Price
 _DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
 
 
+def undated_model(model: str) -> str:
+    """`claude-sonnet-4-5-20250929` -> `claude-sonnet-4-5`; other names unchanged."""
+    return _DATE_SUFFIX.sub("", model)
+
+
 def find_price(model: str, prices: Mapping[str, Price]) -> Price | None:
     """The table entry for `model`, or for its undated name; None when neither is there."""
     if model in prices:
         return prices[model]
-    undated = _DATE_SUFFIX.sub("", model)
-    return prices.get(undated)
+    return prices.get(undated_model(model))
 
 
 def estimate_cost_usd(

@@ -8,8 +8,8 @@ the offline builtin writer. An explicit openai/anthropic without its key, or rep
 recorded folder, is a UsageError that says how to fix it.
 
 API keys and base URLs come only from `env` (the process environment by default). A provider's
-default model and price table live in `configs/<name>.toml` (section [provider]); the run's own
-config wins over them.
+default model, price table and context-window table live in `configs/<name>.toml` (section
+[provider]); the run's own config wins over them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from agent.config import CONFIG_DIR, Price, ProviderConfig
 from agent.providers.base import Provider
+from agent.providers.pricing import undated_model
 from evaluator.errors import UsageError
 
 Env = Mapping[str, str]
@@ -55,6 +56,16 @@ def resolve_model_and_prices(name: str, cfg: ProviderConfig) -> tuple[str, dict[
     return str(model), prices
 
 
+def resolve_context_tokens(name: str, cfg: ProviderConfig, model: str) -> int | None:
+    """The model's context window: `context_tokens`, else the merged `context_windows` table
+    (a dated snapshot name uses its undated entry), else None (the provider may ask the server)."""
+    if cfg.context_tokens is not None:
+        return cfg.context_tokens
+    table = {str(k): int(v) for k, v in provider_defaults(name).get("context_windows", {}).items()}
+    table.update(cfg.context_windows)
+    return table.get(model) or table.get(undated_model(model))
+
+
 def _env_value(env: Env, var: str) -> str | None:
     value = env.get(var, "").strip()
     return value or None
@@ -77,7 +88,10 @@ def _make_openai(cfg: ProviderConfig, env: Env) -> tuple[Provider, str]:
     key = _require_key("openai", env)
     base_url = _env_value(env, BASE_URL_VARS["openai"])
     model, prices = resolve_model_and_prices("openai", cfg)
-    provider = OpenAIProvider(cfg, api_key=key, base_url=base_url, model=model, prices=prices)
+    window = resolve_context_tokens("openai", cfg, model)
+    provider = OpenAIProvider(
+        cfg, api_key=key, base_url=base_url, model=model, prices=prices, context_tokens=window
+    )
     where = f" at {base_url} (OPENAI_BASE_URL)" if base_url else ""
     return provider, f"openai, model {model}{where}"
 
@@ -88,7 +102,10 @@ def _make_anthropic(cfg: ProviderConfig, env: Env) -> tuple[Provider, str]:
     key = _require_key("anthropic", env)
     base_url = _env_value(env, BASE_URL_VARS["anthropic"])
     model, prices = resolve_model_and_prices("anthropic", cfg)
-    provider = AnthropicProvider(cfg, api_key=key, base_url=base_url, model=model, prices=prices)
+    window = resolve_context_tokens("anthropic", cfg, model)
+    provider = AnthropicProvider(
+        cfg, api_key=key, base_url=base_url, model=model, prices=prices, context_tokens=window
+    )
     where = f" at {base_url} (ANTHROPIC_BASE_URL)" if base_url else ""
     return provider, f"anthropic, model {model}{where}"
 
