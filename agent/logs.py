@@ -23,6 +23,7 @@ from rich.text import Text
 from agent.runlog import RunLog, read_json
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op, op_to_folder
+from evaluator.runfolder import results_file
 
 PREVIEW_LINES = 8
 
@@ -84,7 +85,7 @@ def find_run(spec: str, log_dir: Path) -> Path:
 def run_summary(run_dir: Path) -> dict[str, Any]:
     """What the list and the summary show about a run, from run.json, decisions and reports."""
     run = read_json(run_dir / "run.json") or {}
-    results = read_json(run_dir / "full_results.json") or {}
+    results = read_json(results_file(run_dir)) or {}
     ops = list(run.get("ops") or [])
     if not ops:
         ops = [o.get("op") for o in results.get("operators", []) if o.get("op")]

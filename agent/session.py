@@ -305,18 +305,22 @@ class Session:
 
     def _missing_report(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:
         from evaluator.report import Report, write_reports
-        from evaluator.results import OperatorResult, Status
+        from evaluator.results import OperatorResult, Status, not_run
 
-        results = [
-            OperatorResult(
-                op=oc.op,
-                folder=op_to_folder(oc.op),
-                status=Status.MISSING,
-                tests=len(oc.cases),
-                reason=f"no kernel at {kernel_path(kernels_dir, oc.op)}",
+        results = []
+        for oc in ops:
+            reason = f"no kernel at {kernel_path(kernels_dir, oc.op)}"
+            cases = not_run([c.serialize() for c in oc.cases], "Missing", reason)
+            results.append(
+                OperatorResult(
+                    op=oc.op,
+                    folder=op_to_folder(oc.op),
+                    status=Status.MISSING,
+                    tests=len(oc.cases),
+                    reason=reason,
+                    results=cases,
+                )
             )
-            for oc in ops
-        ]
         selection = self._selection
         report = Report(
             run={"kind": "agent", "kernels_dir": str(kernels_dir.resolve()), "device": device},
@@ -326,6 +330,7 @@ class Session:
             device=device,
             notes=list(selection.errors),
             run_dir=self.run_dir,
+            profile=self.cfg.eval.correctness.tolerance_profile,
         )
         assert self.run_dir is not None and self.runlog is not None
         write_reports(self.run_dir, report)

@@ -2,7 +2,7 @@
 
 Contract:
 - `discover_kernels(dir)`: every `<folder>/<folder>_implementation_v1.py` (design §4), by overload.
-- `find_results(dir, log_dir)`: the newest `log_dir/*/full_results.json` whose run evaluated `dir`
+- `find_results(dir, log_dir)`: the newest `log_dir/*/atenforge_results.json` whose run evaluated `dir`
   (its `run.kernels_dir`, compared after resolving paths), by file time.
 - `select_kernels(dir, ops=, skip=, results=, only_passed=, log_dir=) -> Selection`: the kernels to
   enable and, for every other one, why not. With `only_passed`, an operator needs status
@@ -21,9 +21,7 @@ from typing import Any
 
 from evaluator.errors import UsageError
 from evaluator.naming import folder_to_op, kernel_path, normalize_op
-
-FULL_RESULTS = "full_results.json"  # evaluator.report.FULL_RESULTS (not imported: it pulls in rich)
-
+from evaluator.runfolder import RESULTS_JSON, results_file
 
 # --------------------------------------------------------------------------- kernels on disk
 
@@ -57,13 +55,15 @@ def _check_kernels_dir(kernels_dir: Path | str) -> Path:
 
 
 def find_results(kernels_dir: Path | str, log_dir: Path | str = "agent_logs") -> Path | None:
-    """The newest `full_results.json` under `log_dir` whose run evaluated `kernels_dir`."""
+    """The newest results file under `log_dir` whose run evaluated `kernels_dir`."""
     target = Path(kernels_dir).resolve()
     best: tuple[float, str, Path] | None = None
     root = Path(log_dir)
     if not root.is_dir():
         return None
-    for path in root.glob(f"*/{FULL_RESULTS}"):
+    for run in root.iterdir():
+        if not run.is_dir() or not (path := results_file(run)).is_file():
+            continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             evaluated = (data.get("run") or {}).get("kernels_dir")
@@ -84,12 +84,10 @@ def _results_path(
         return None
     if isinstance(results, str) and results == "auto":
         return find_results(kernels_dir, log_dir)
-    path = Path(results)
-    if path.is_dir():
-        path = path / FULL_RESULTS
+    path = results_file(results)
     if not path.is_file():
         raise UsageError(
-            f"results file '{path}' does not exist: pass a run folder or its {FULL_RESULTS}."
+            f"results file '{path}' does not exist: pass a run folder or its {RESULTS_JSON}."
         )
     return path
 
@@ -99,17 +97,17 @@ def read_results(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(
-            f"cannot read '{path}' ({exc}): pass a {FULL_RESULTS} written by an evaluation."
+            f"cannot read '{path}' ({exc}): pass a {RESULTS_JSON} written by an evaluation."
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("operators"), list):
         raise UsageError(
-            f"'{path}' has no 'operators' list: pass a {FULL_RESULTS} written by an evaluation."
+            f"'{path}' has no 'operators' list: pass a {RESULTS_JSON} written by an evaluation."
         )
     return data
 
 
 def load_statuses(path: Path | str) -> dict[str, str]:
-    """`{op: status}` from a full_results.json."""
+    """`{op: status}` from an atenforge_results.json."""
     data = read_results(Path(path))
     return {
         normalize_op(str(o["op"])): str(o.get("status")) for o in data["operators"] if "op" in o

@@ -18,7 +18,7 @@ from pathlib import Path
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
 from evaluator.naming import kernel_path, op_to_folder
-from evaluator.results import OperatorResult, Status
+from evaluator.results import OperatorResult, Status, not_run
 from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
 
@@ -165,6 +165,7 @@ def evaluate(
                 op=op, folder=op_to_folder(op), status=Status.MISSING, reason=f"no kernel at {path}"
             )
             res.tests = len(cases)
+            res.results = not_run([c.serialize() for c in cases], "Missing", res.reason)
         elif not cases:
             res = OperatorResult(
                 op=op,
@@ -178,6 +179,10 @@ def evaluate(
             if cancel.is_set() and res.reason.startswith("cancelled"):
                 res.status = Status.SKIPPED
                 res.reason = "not evaluated: the evaluation was interrupted first"
+            elif res.status == Status.ERROR and not res.results:
+                # The kernel never got to a test (import error, crash while loading).
+                res.results = not_run([c.serialize() for c in cases], "NotRun", res.reason)
+                res.tests = len(cases)
         if log_path is not None:  # each verdict is on disk as soon as it exists
             _append_line(log_path, res.to_json())
         if progress is not None and not cancel.is_set():
@@ -209,6 +214,7 @@ def evaluate(
         device=dev,
         notes=notes,
         run_dir=run_dir,
+        profile=config.correctness.tolerance_profile,
     )
     if write and run_dir is not None:
         if not (Path(run_dir) / "run.json").exists():
