@@ -365,7 +365,7 @@ class Session:
 
 
 def _has_kernels(kernels_dir: Path) -> bool:
-    return kernels_dir.is_dir() and any(kernels_dir.glob("*__*/*_implementation_v*.py"))
+    return kernels_dir.is_dir() and any(kernels_dir.glob("*__*/*_implementation*.py"))
 
 
 def _check_kernels_dir(kernels_dir: Path) -> None:

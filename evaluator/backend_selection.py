@@ -1,7 +1,8 @@
 """Which kernels of a directory the backend enables (evaluator.backend), and from what evidence.
 
 Contract:
-- `discover_kernels(dir)`: every `<folder>/<folder>_implementation_v1.py` (design §4), by overload.
+- `discover_kernels(dir)`: each operator folder's kernel file, chosen as BackendBench chooses it
+  (the first sorted `<folder>_implementation*.py`, naming.find_kernel_file), by overload.
 - `find_results(dir, log_dir)`: the newest `log_dir/*/atenforge_results.json` whose run evaluated `dir`
   (its `run.kernels_dir`, compared after resolving paths), by file time.
 - `select_kernels(dir, ops=, skip=, results=, only_passed=, log_dir=) -> Selection`: the kernels to
@@ -20,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.errors import UsageError
-from evaluator.naming import folder_to_op, kernel_path, normalize_op
+from evaluator.naming import find_kernel_file, folder_to_op, normalize_op
 from evaluator.runfolder import RESULTS_JSON, results_file
 
 # --------------------------------------------------------------------------- kernels on disk
 
 
 def discover_kernels(kernels_dir: Path | str) -> dict[str, Path]:
-    """Every `<folder>/<folder>_implementation_v1.py` in `kernels_dir`, by overload name."""
+    """Each operator folder's kernel file in `kernels_dir` (naming.find_kernel_file), by overload."""
     found: dict[str, Path] = {}
     for sub in sorted(Path(kernels_dir).iterdir()):
         if not sub.is_dir() or "__" not in sub.name:
@@ -36,8 +37,8 @@ def discover_kernels(kernels_dir: Path | str) -> dict[str, Path]:
             op = folder_to_op(sub.name)
         except ValueError:
             continue
-        path = kernel_path(kernels_dir, op)
-        if path.is_file():
+        path = find_kernel_file(kernels_dir, op)
+        if path is not None:
             found[op] = path
     return found
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.naming import kernel_path, op_to_folder
+from evaluator.naming import find_kernel_file, op_to_folder
 from evaluator.results import OperatorResult, Status, not_run
 from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
@@ -151,18 +151,23 @@ def evaluate(
         log_path.parent.mkdir(parents=True, exist_ok=True)
 
     def one(op: str, cases: list[TestCase]) -> OperatorResult:
-        path = kernel_path(kdir, op)
+        path = find_kernel_file(kdir, op, config.kernel_file_glob)
         if cancel.is_set():
             res = OperatorResult(
                 op=op,
                 folder=op_to_folder(op),
                 status=Status.SKIPPED,
-                kernel_file=str(path) if path.exists() else None,
+                kernel_file=str(path) if path is not None else None,
                 reason="not evaluated: the evaluation was interrupted first",
             )
-        elif not path.exists():
+        elif path is None:
+            folder = kdir / op_to_folder(op)
+            pattern = config.kernel_file_glob.replace("{folder}", folder.name)
             res = OperatorResult(
-                op=op, folder=op_to_folder(op), status=Status.MISSING, reason=f"no kernel at {path}"
+                op=op,
+                folder=op_to_folder(op),
+                status=Status.MISSING,
+                reason=f"no kernel at {folder}/{pattern}",
             )
             res.tests = len(cases)
             res.results = not_run([c.serialize() for c in cases], "Missing", res.reason)
