@@ -249,7 +249,13 @@ class Judge:
             try:
                 for k in range(self.cfg.correctness.num_seeds):
                     seed = base_seed + 7919 * i + 104729 * k
-                    args, kwargs = materialize(self.op, case, self.device, seed)
+                    args, kwargs = materialize(
+                        self.op,
+                        case,
+                        self.device,
+                        seed,
+                        profile=self.cfg.correctness.tolerance_profile,
+                    )
                     ref_args, ref_kwargs = clone_tree(args), clone_tree(kwargs)
                     ref_out = self.packet(*ref_args, **ref_kwargs)
                     item.runs.append(Seeded(seed, args, kwargs, ref_args, ref_kwargs, ref_out))
