@@ -8,7 +8,7 @@ Contract: `Session(request, parts, view).run() -> RunResult`:
 - unless `--evaluate-only`, generates kernels (agent.orchestrator.Generator) under a budget
   (agent.budget) that stops new provider calls and says so;
 - unless `--generate-only`, evaluates every selected operator on the kernels dir with
-  evaluator.evaluate.evaluate(..., run_dir=the same folder), which writes the three reports.
+  evaluator.evaluate.evaluate(..., run_dir=the same folder), which writes the report files.
 User errors raise UsageError before anything is started where possible. KeyboardInterrupt stops
 the workers, marks the run `interrupted` and propagates (the CLI prints the resume command).
 `run_dir` is set as soon as the folder exists, so a caller can point at it after any failure.

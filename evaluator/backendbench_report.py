@@ -43,7 +43,7 @@ from evaluator.runfolder import (
     RESULTS_JSON,
     SUMMARY_MD,
 )
-from evaluator.testcase import CaseSyntaxError, parse_case, serialize_case_backendbench
+from evaluator.testcase import CaseSyntaxError, Device, parse_case, serialize_case_backendbench
 
 BB_CSV_COLUMNS = [
     "operator",
@@ -87,20 +87,39 @@ def in_run(result: OperatorResult, profile: str) -> bool:
     return loads or result.status != Status.ERROR
 
 
-def bb_args(text: str) -> str:
-    """Our case text in BackendBench's record form (unchanged when it does not parse)."""
+def bb_args(text: str, device: str | None = None) -> str:
+    """Our case text in BackendBench's record form (unchanged when it does not parse). BackendBench
+    writes the arguments the call received, so with `device` a device in the case is written as the
+    device the test ran on."""
     try:
         case = parse_case(text)
     except CaseSyntaxError:
         return text
-    return serialize_case_backendbench(case.args, case.kwargs)
+    if device is None:
+        return serialize_case_backendbench(case.args, case.kwargs)
+    args = _on_device(case.args, device)
+    kwargs = {
+        k: device if k == "device" and isinstance(v, str) else _on_device(v, device)
+        for k, v in case.kwargs.items()
+    }
+    return serialize_case_backendbench(args, kwargs)
+
+
+def _on_device(value: Any, device: str) -> Any:
+    if isinstance(value, Device):
+        return device
+    if isinstance(value, list | tuple):
+        return type(value)(_on_device(v, device) for v in value)
+    return value
 
 
 def _error_number(value: float | None) -> float:
     return -math.inf if value is None else float(value)
 
 
-def correctness_record(result: OperatorResult, test: TestResult) -> dict[str, Any]:
+def correctness_record(
+    result: OperatorResult, test: TestResult, device: str | None = None
+) -> dict[str, Any]:
     """A test of a rejected operator is not correct, whatever its own comparison said: the
     operator's kernel cheated."""
     rejected = result.status == Status.REJECTED
@@ -109,7 +128,7 @@ def correctness_record(result: OperatorResult, test: TestResult) -> dict[str, An
         message = f"operator rejected: {result.reason or ', '.join(result.flags)}"
     return {
         "op_name": result.op,
-        "args": bb_args(test.args),
+        "args": bb_args(test.args, device),
         "is_correct": bool(test.passed) and not rejected,
         "error_msg": message,
         "error_type": test.error_type or ("Rejected" if rejected else ""),
@@ -122,7 +141,9 @@ def correctness_record(result: OperatorResult, test: TestResult) -> dict[str, An
     }
 
 
-def performance_record(result: OperatorResult, test: TestResult) -> dict[str, Any]:
+def performance_record(
+    result: OperatorResult, test: TestResult, device: str | None = None
+) -> dict[str, Any]:
     ran = (
         bool(test.passed)
         and result.status != Status.REJECTED
@@ -137,7 +158,7 @@ def performance_record(result: OperatorResult, test: TestResult) -> dict[str, An
         message = f"not timed: the test did not pass ({test.error_type or 'failed'})"
     return {
         "op_name": result.op,
-        "args": bb_args(test.args),
+        "args": bb_args(test.args, device),
         "speedup": test.speedup if ran else None,
         "benchmark_time_ms": test.kernel_ms if ran else None,
         "reference_time_ms": test.eager_ms,
@@ -158,8 +179,11 @@ def performance_measured(operators: list[OperatorResult]) -> bool:
     return any(t.speedup is not None for r in operators for t in r.results)
 
 
-def records(operators: list[OperatorResult], profile: str) -> list[dict[str, Any]]:
-    """BackendBench's `full_results.json` list for these operators (see the module contract)."""
+def records(
+    operators: list[OperatorResult], profile: str, device: str | None = None
+) -> list[dict[str, Any]]:
+    """BackendBench's `full_results.json` list for these operators (see the module contract);
+    `device` is where the tests ran (devices in the cases are written as that device)."""
     timed = performance_measured(operators)
     correctness: list[dict[str, Any]] = []
     performance: list[dict[str, Any]] = []
@@ -169,9 +193,9 @@ def records(operators: list[OperatorResult], profile: str) -> list[dict[str, Any
         for t in r.results:
             if t.skipped:
                 continue
-            correctness.append(correctness_record(r, t))
+            correctness.append(correctness_record(r, t, device))
             if timed:
-                performance.append(performance_record(r, t))
+                performance.append(performance_record(r, t, device))
     out = correctness + performance
     out.sort(key=lambda x: (x["op_name"], x["args"]))  # stable: correctness first on ties
     return out

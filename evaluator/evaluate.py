@@ -1,7 +1,7 @@
 """Evaluate a kernel directory on a suite, or judge one candidate: the evaluator's public entry points.
 
 `evaluate()` selects operators (suites.py), finds each kernel (naming.py), judges it in the sandbox,
-and writes the three reports into a run folder. `judge_candidate()` is what the agent calls once per
+and writes the report files (evaluator.report) into a run folder. `judge_candidate()` is what the agent calls once per
 round. Both return data; a kernel's failure is a result, never an exception.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import atexit
 import logging
+import shlex
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -136,6 +138,7 @@ def evaluate(
     started = datetime.now(UTC).isoformat(timespec="seconds")
     run_info = {
         "kind": "evaluate",
+        "command": shlex.join(["python", *sys.argv]),
         "kernels_dir": str(kdir.resolve()),
         "suite": selection.suite,
         "device": dev,

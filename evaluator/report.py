@@ -172,14 +172,15 @@ class Report:
         return compute_scores(self.operators, self.profile)
 
     def command(self) -> str:
-        """The command line that produced the run, as one string: from the run metadata, else
-        from the run folder's run.json (the agent writes it there); "" when unknown."""
-        command = _environment(self.run).get("command")
-        if not command and self.run_dir is not None:
+        """The command line that produced the run, as one string: from the run folder's run.json
+        (where the agent records the command it was given), else from the run metadata."""
+        command = None
+        if self.run_dir is not None:
             try:
                 command = json.loads((Path(self.run_dir) / "run.json").read_text()).get("command")
             except (OSError, ValueError, AttributeError):
                 command = None
+        command = command or _environment(self.run).get("command")
         if isinstance(command, list | tuple):
             return " ".join(str(c) for c in command)
         return str(command or "")
@@ -217,7 +218,7 @@ def write_reports(run_dir: str | Path, report: Report) -> dict[str, Path]:
         "csv": run_dir / OPERATOR_CSV,
         "md": run_dir / SUMMARY_MD,
     }
-    records = bb.records(report.operators, report.profile)
+    records = bb.records(report.operators, report.profile, report.device or None)
     write_json(paths["json"], report.to_json())
     write_text(paths["bb_json"], bb.dump_records(records))
     write_text(paths["bb_failed"], bb.dump_records(bb.failed(records)))
@@ -387,7 +388,7 @@ def render_markdown(report: Report, records: list[dict[str, Any]] | None = None)
     per-operator table, exclusions, notes."""
     scores = report.scores
     if records is None:
-        records = bb.records(report.operators, report.profile)
+        records = bb.records(report.operators, report.profile, report.device or None)
     head = bb.markdown_head(report.command(), scores, records, report.profile)
     n = scores["num_operators"]
     env = _environment(report.run)
