@@ -18,8 +18,9 @@ Contract:
 - `in_run(result, profile)`: whether an operator has records. Under `backendbench` an operator
   whose kernel is missing or does not import is left out, as BackendBench's DirectoryBackend never
   loads it; under `strict` every operator is in (a missing one has one failed record per case).
-- `records(report)`: correctness records for every test that ran, then, when the run measured
-  performance, one performance record per such test; each record carries our fields after
+- `records(report)`: correctness records for every test that ran (under `strict` also the tests
+  of an operator none of whose tests could run, not correct), then, when the run measured
+  performance, one performance record per test that ran; each record carries our fields after
   BackendBench's (`flags`, `operator_status`, and timing details on performance records).
 - `bb_scores(records)`: correctness, performance and perf@1.0 computed from the records as
   BackendBench computes them (performance None when no performance record exists).
@@ -126,12 +127,15 @@ def correctness_record(
     message = test.error_msg or ""
     if rejected and test.passed:
         message = f"operator rejected: {result.reason or ', '.join(result.flags)}"
+    if test.skipped:
+        message = f"not run here: {test.error_msg or result.reason}"
     return {
         "op_name": result.op,
         "args": bb_args(test.args, device),
-        "is_correct": bool(test.passed) and not rejected,
+        "is_correct": bool(test.passed) and not rejected and not test.skipped,
         "error_msg": message,
-        "error_type": test.error_type or ("Rejected" if rejected else ""),
+        "error_type": test.error_type
+        or ("Rejected" if rejected else "Skipped" if test.skipped else ""),
         "traceback": "",
         "max_abs_error": _error_number(test.max_abs_error),
         "max_rel_error": _error_number(test.max_rel_error),
@@ -190,10 +194,16 @@ def records(
     for r in operators:
         if not in_run(r, profile):
             continue
+        # Tests that could not run here have no record, as BackendBench has none for them; but
+        # under strict an operator none of whose tests ran counts as a failure, so its tests
+        # appear, not correct, and a reader of the records counts it as we do.
+        show_skipped = profile != "backendbench" and r.status == Status.SKIPPED
         for t in r.results:
-            if t.skipped:
+            if t.skipped and not show_skipped:
                 continue
             correctness.append(correctness_record(r, t, device))
+            if t.skipped:
+                continue
             if timed:
                 performance.append(performance_record(r, t, device))
     out = correctness + performance

@@ -219,6 +219,8 @@ def timed_report(profile: str) -> Report:
             error_msg="no kernel")], reason="no kernel"),
         _op("tan.default", Status.ERROR, [TestResult(args=A, passed=False, error_type="NotRun")],
             flags=[Flag.IMPORT_ERROR], reason="ImportError: x"),
+        _op("abs.default", Status.SKIPPED, [TestResult(args=A, passed=False, skipped=True,
+            error_msg="too large for the CPU")], reason="no test could run"),
     ]  # fmt: skip
     return Report(run={"command": "python -m agent.run --evaluate-only"}, operators=ops,
                   excluded=[], suite="smoke", device="cuda", profile=profile)  # fmt: skip
@@ -249,7 +251,7 @@ def test_backendbench_profile_scores_equal_what_its_reader_computes(tmp_path: Pa
     records = json.loads((tmp_path / BB_FULL_RESULTS).read_text())
     assert {r["op_name"] for r in records} == {"relu.default", "exp.default", "sin.default"}
     scores, theirs = report.scores, bb.bb_scores(records)
-    assert scores["num_scored"] == 3 and scores["num_operators"] == 5
+    assert scores["num_scored"] == 3 and scores["num_operators"] == 6
     assert scores["correctness_score"] == theirs["correctness_score"] == pytest.approx(1 / 3)
     # relu: geomean(2, 8) = 4; exp: its failed test counts 1.0 -> sqrt(3); sin: rejected -> 1.0
     expected = (4.0 * math.sqrt(3.0) * 1.0) ** (1 / 3)
@@ -258,7 +260,7 @@ def test_backendbench_profile_scores_equal_what_its_reader_computes(tmp_path: Pa
     assert scores["fast_1.0"] == theirs["perf@1.0"] == pytest.approx(1 / 3)
     md = (tmp_path / SUMMARY_MD).read_text()
     assert "| Correctness Score | 0.33 |" in md and f"| {expected:.2f} |" in md
-    assert "Scored over 3 of 5 operators" in md
+    assert "Scored over 3 of 6 operators" in md
 
 
 def test_strict_reports_every_operator_so_a_backendbench_reader_counts_it(tmp_path: Path) -> None:
@@ -266,9 +268,12 @@ def test_strict_reports_every_operator_so_a_backendbench_reader_counts_it(tmp_pa
     write_reports(tmp_path, report)
     got = read_like_a_backendbench_user(tmp_path)
     assert set(got["table"]) == {o.op for o in report.operators}
-    assert got["correctness"] == report.scores["correctness_score"] == pytest.approx(1 / 5)
+    assert got["correctness"] == report.scores["correctness_score"] == pytest.approx(1 / 6)
     failed_ops = {op for op, _ in got["failed"]}
-    assert failed_ops == {"exp.default", "sin.default", "cos.default", "tan.default"}
+    assert failed_ops == {"exp.default", "sin.default", "cos.default", "tan.default", "abs.default"}
+    perf_ops = {r["op_name"] for r in json.loads((tmp_path / BB_FULL_RESULTS).read_text())
+                if r["test_type"] == "performance"}  # fmt: skip
+    assert "abs.default" not in perf_ops  # a test that did not run was not timed either
     records = json.loads((tmp_path / BB_FULL_RESULTS).read_text())
     sin = next(
         r for r in records if r["op_name"] == "sin.default" and r["test_type"] == "correctness"
