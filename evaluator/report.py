@@ -480,6 +480,20 @@ def render_markdown(report: Report, records: list[dict[str, Any]] | None = None)
     return "\n".join(lines)
 
 
+def backendbench_lines(scores: dict[str, Any]) -> list[str]:
+    """The three score lines BackendBench prints, with these scores (N/A where not measured)."""
+
+    def num(value: float | None) -> str:
+        return "N/A" if value is None else f"{value:.2f}"
+
+    return [
+        f"correctness score (mean pass rate over all operators): {num(scores['correctness_score'])}",
+        f"performance score (geomean speedup over all operators): {num(scores['performance_score'])}",
+        "perf@p score (rate of correct samples with a speedup greater than p, p=1.0): "
+        + num(scores["fast_1.0"]),
+    ]
+
+
 def _scored_text(scores: dict[str, Any]) -> str:
     left_out = scores["num_operators"] - scores["num_scored"]
     return (
@@ -549,6 +563,10 @@ def print_summary(report: Report, console: Console) -> None:
     if scores["performance_score"] is not None:
         line += "".join(f" · {k} {_fmt_share(scores[k])}" for k in FAST_P)
     console.print(Text(line))
+    if scores["profile"] == "backendbench":
+        # BackendBench's own three lines, with its wording, so the numbers compare at a glance.
+        for text in backendbench_lines(scores):
+            console.print(Text(text))
     if scores["num_scored"] != n:
         console.print(Text(_scored_text(scores)))
     if report.excluded:

@@ -6,6 +6,7 @@ the numbers that reader computes."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -17,9 +18,10 @@ from typing import Any
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 from evaluator import backendbench_report as bb  # noqa: E402
-from evaluator.report import Report, load_report, write_reports  # noqa: E402
+from evaluator.report import Report, load_report, print_summary, write_reports  # noqa: E402
 from evaluator.results import Flag, OperatorResult, Status, TestResult  # noqa: E402
 from evaluator.runfolder import (  # noqa: E402
     BB_FAILED_TESTS,
@@ -261,6 +263,16 @@ def test_backendbench_profile_scores_equal_what_its_reader_computes(tmp_path: Pa
     md = (tmp_path / SUMMARY_MD).read_text()
     assert "| Correctness Score | 0.33 |" in md and f"| {expected:.2f} |" in md
     assert "Scored over 3 of 6 operators" in md
+    out = io.StringIO()
+    print_summary(report, Console(file=out, width=200))
+    printed = out.getvalue()
+    # the lines BackendBench prints, with its wording and these numbers
+    assert "correctness score (mean pass rate over all operators): 0.33" in printed
+    assert f"performance score (geomean speedup over all operators): {expected:.2f}" in printed
+    assert (
+        "perf@p score (rate of correct samples with a speedup greater than p, p=1.0): 0.33"
+        in printed
+    )
 
 
 def test_strict_reports_every_operator_so_a_backendbench_reader_counts_it(tmp_path: Path) -> None:
