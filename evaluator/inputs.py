@@ -14,8 +14,8 @@ Contract (design §3):
   must be valid for eager to run at all).
 - A spec with strides is an `as_strided` view over a buffer of `storage_numel()` elements, and the
   move to the device keeps those strides (the whole buffer travels, not a contiguous copy).
-- Device literals (`device(type='cuda')`, a `torch.device`, or a string under a `device` keyword)
-  are rewritten to the target device.
+- Device literals (`device(type='cuda')`, a `torch.device`, or a string under a `device` keyword
+  or where the schema takes a Device) are rewritten to the target device.
 - Ops that need particular values (valid indices, positive inputs, nonzero divisors, sorted
   sequences, indices that a forward pass really produced ...) get them from `RULES`, the one registry
   of per-op overrides, keyed by overload (`pow.Tensor_Scalar`) or base name (`gather`, all its
@@ -639,4 +639,8 @@ def materialize(
     if rule.fix is not None:
         with torch.no_grad():
             rule.fix(Call(schema, args, kwargs), gen)
+    # A device is written as a string ('cuda'); where the schema takes a Device positionally,
+    # the string names the device too.
+    devices = {i for i, a in enumerate(names) if "Device" in str(schema.arguments[i].type)}
+    args = [str(target) if i in devices and isinstance(a, str) else a for i, a in enumerate(args)]
     return tuple(_to_device(a, target) for a in args), _to_device(kwargs, target)

@@ -91,3 +91,15 @@ def test_sigmoid_gelu_passes_backendbench_and_fails_strict(
     assert result.status is status, (result.reason, result.flags)
     if status is Status.FAILED:
         assert Flag.WRONG_VALUES in result.flags
+
+
+def test_a_device_string_is_rewritten_by_keyword_and_by_schema_position() -> None:
+    case = parse_case("((T([2], f32), 'cuda', torch.float16), {})")
+    args, _ = materialize("to.device", case, "cpu", 0)
+    assert args[1] == "cpu"
+    case = parse_case("((T([2], f32),), {'dtype': torch.float16, 'device': 'cuda'})")
+    _, kwargs = materialize("_to_copy.default", case, "cpu", 0)
+    assert kwargs["device"] == "cpu"
+    # other strings are left alone
+    args, _ = materialize("gelu.default", parse_case("((T([2], f32), 'tanh'), {})"), "cpu", 0)
+    assert args[1] == "tanh"
