@@ -19,7 +19,7 @@ from pathlib import Path
 
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.naming import find_kernel_file, op_to_folder
+from evaluator.naming import find_kernel_file, kernel_files, op_to_folder
 from evaluator.results import OperatorResult, Status, not_run
 from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
@@ -210,6 +210,14 @@ def evaluate(
     run_info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     run_info["suite_summary"] = selection.summary()
     notes = [selection.summary(), *selection.errors]
+    for oc in selection.ops:
+        files = kernel_files(kdir, oc.op, config.kernel_file_glob)
+        if len(files) > 1:
+            notes.append(
+                f"{oc.op}: {len(files)} files match {config.kernel_file_glob!r}; judged "
+                f"{files[0].name}, the first sorted, as BackendBench loads it "
+                "(--kernel-file-glob picks another)"
+            )
     if interrupted:
         notes.insert(0, "INTERRUPTED: operators marked 'not evaluated' were not judged.")
     if dev == "cpu":

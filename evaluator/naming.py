@@ -60,11 +60,11 @@ def base_name(op: str) -> str:
     return normalize_op(op).split(".", 1)[0]
 
 
-def find_kernel_file(
+def kernel_files(
     kernels_dir: Path | str, op: str, pattern: str = DEFAULT_KERNEL_GLOB
-) -> Path | None:
-    """The kernel file judged for `op`: the first, sorted by name, of the files in its folder
-    whose name matches `pattern` (`{folder}` replaced by the folder's name); None when none does."""
+) -> list[Path]:
+    """The files of `op`'s folder whose name matches `pattern` (`{folder}` replaced by the
+    folder's name), sorted by name."""
     folder = Path(kernels_dir) / op_to_folder(op)
     glob = pattern.replace("{folder}", folder.name)
     try:
@@ -72,5 +72,13 @@ def find_kernel_file(
             p.name for p in folder.iterdir() if fnmatchcase(p.name, glob) and p.is_file()
         )
     except (FileNotFoundError, NotADirectoryError):
-        return None
-    return folder / names[0] if names else None
+        return []
+    return [folder / name for name in names]
+
+
+def find_kernel_file(
+    kernels_dir: Path | str, op: str, pattern: str = DEFAULT_KERNEL_GLOB
+) -> Path | None:
+    """The kernel file judged for `op`: the first of `kernel_files`; None when there is none."""
+    files = kernel_files(kernels_dir, op, pattern)
+    return files[0] if files else None

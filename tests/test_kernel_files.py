@@ -78,6 +78,7 @@ def test_the_glob_picks_another_file_and_a_missing_one_says_which_glob(tmp_path:
     default = evaluate(kdir, suite="smoke", ops=[OP], device="cpu", write=False)
     assert default.operators[0].status is Status.ERROR  # `_implementation.py` sorts first
     assert default.operators[0].kernel_file.endswith(f"{FOLDER}_implementation.py")
+    assert any(f"{OP}: 2 files match" in note for note in default.notes)
     cfg = EvalConfig(kernel_file_glob="{folder}_implementation_v1.py")
     chosen = evaluate(kdir, suite="smoke", ops=[OP], device="cpu", write=False, config=cfg)
     assert chosen.operators[0].status is Status.PASSED
