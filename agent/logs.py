@@ -29,14 +29,12 @@ from agent.budget import cost_text
 from agent.runlog import RunLog, read_json
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op, op_to_folder
+from evaluator.runfolder import results_file
 
 PREVIEW_LINES = 8
 # Piped output is not cut to rich's 80-column default: a reader (grep, a file) wants whole lines.
 PIPE_WIDTH = 200
 # The evaluation's object report: its newer name first.
-REPORT_FILES = ("atenforge_results.json", "full_results.json")
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see --help)")
@@ -110,11 +108,8 @@ def find_run(spec: str, log_dir: Path, op: str | None = None) -> Path:
 
 def _report(run_dir: Path) -> dict[str, Any]:
     """The evaluation's report object (operators with their verdicts, scores), or {}."""
-    for name in REPORT_FILES:
-        data = read_json(run_dir / name)
-        if isinstance(data, dict) and isinstance(data.get("operators"), list):
-            return data
-    return {}
+    data = read_json(results_file(run_dir))
+    return data if isinstance(data, dict) and isinstance(data.get("operators"), list) else {}
 
 
 def _results(run_dir: Path) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,9 @@ Contract:
   `agent.parallel_ops` at once, each with `agent.num_workers` workers (agent.worker).
 - The first passing candidate of an operator wins: it goes to
   `<kernels_dir>/<folder>/<folder>_implementation_v1.py` (an earlier, different file there is
-  copied to `run_dir/archive/<folder>/` first) and `ops/<folder>/decision.json` records it. An
+  copied to `run_dir/archive/<folder>/` first, and a `<folder>_implementation*.py` sorting before
+  it, which BackendBench would load instead, is moved there) and `ops/<folder>/decision.json`
+  records it. An
   operator whose workers all used their rounds, or that no test can run on here, is decided
   "not_kept". Operators stopped by the budget, an interrupt or the provider (the run's
   `ProviderHealth` stopped calling it, or a worker's own calls kept failing) get no decision:
@@ -45,7 +47,7 @@ from agent.runlog import (
     RunLog,
 )
 from agent.worker import OpTask, Worker, WorkerReport
-from evaluator.naming import kernel_path, op_to_folder
+from evaluator.naming import find_kernel_file, kernel_path, op_to_folder
 from evaluator.runfolder import write_text
 
 log = logging.getLogger(__name__)
@@ -467,6 +469,13 @@ class Generator:
                 archived = str(self.runlog.archive(dest, task.folder))
                 self.runlog.emit("kernel_archived", op=task.op, path=str(dest), archived=archived)
         write_text(dest, code)
+        # BackendBench (and the evaluation) load the first sorted `<folder>_implementation*.py`:
+        # a file sorting before the winner would be judged instead, so it moves to the archive.
+        while (first := find_kernel_file(self.kernels_dir, task.op)) not in (None, dest):
+            moved = str(self.runlog.archive(first, task.folder))
+            first.unlink()
+            self.runlog.emit("kernel_archived", op=task.op, path=str(first), archived=moved)
+            archived = archived or moved
         return dest, archived
 
     def _write_decision(self, outcome: OpOutcome, archived: str | None) -> None:

@@ -136,6 +136,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="seed for test inputs and sampling where the API takes one (default: 0)",
     )
 
+    judge = p.add_argument_group("how kernels are judged")
+    judge.add_argument(
+        "--profile",
+        choices=["strict", "backendbench"],
+        help=(
+            "strict (default): per-dtype tolerances, signed inputs, every operator scored; "
+            "backendbench: BackendBench's tolerance, inputs and scoring"
+        ),
+    )
+    judge.add_argument(
+        "--kernel-file-glob",
+        metavar="GLOB",
+        help=(
+            "which file of an operator's folder is judged: the first, sorted, matching GLOB "
+            "({folder} = the folder's name; default {folder}_implementation*.py, as BackendBench)"
+        ),
+    )
+
     run = p.add_argument_group("where and how")
     run.add_argument("--log-dir", metavar="DIR", help="where run folders go (default: agent_logs)")
     run.add_argument(
@@ -203,6 +221,8 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     put("device", args.device)
     put("seed", args.seed)
     put("eval.correctness.seed", args.seed)  # --seed also seeds the test inputs
+    put("eval.correctness.tolerance_profile", args.profile)
+    put("eval.kernel_file_glob", args.kernel_file_glob)
     return o
 
 

@@ -12,7 +12,7 @@ Contract: `Session(request, parts, view).run() -> RunResult`:
   `run.json` "provider_stop", and `RunResult.provider_stop`; the run still evaluates and writes its
   reports, and the CLI exits with its own code so that a script knows to `--resume` later;
 - unless `--generate-only`, evaluates every selected operator on the kernels dir with
-  evaluator.evaluate.evaluate(..., run_dir=the same folder), which writes the three reports.
+  evaluator.evaluate.evaluate(..., run_dir=the same folder), which writes the report files.
 User errors raise UsageError before anything is started where possible. KeyboardInterrupt stops
 the workers, marks the run `interrupted` and propagates (the CLI prints the resume command).
 `run_dir` is set as soon as the folder exists, so a caller can point at it after any failure.
@@ -373,18 +373,22 @@ class Session:
 
     def _missing_report(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:
         from evaluator.report import Report, write_reports
-        from evaluator.results import OperatorResult, Status
+        from evaluator.results import OperatorResult, Status, not_run
 
-        results = [
-            OperatorResult(
-                op=oc.op,
-                folder=op_to_folder(oc.op),
-                status=Status.MISSING,
-                tests=len(oc.cases),
-                reason=f"no kernel at {kernel_path(kernels_dir, oc.op)}",
+        results = []
+        for oc in ops:
+            reason = f"no kernel at {kernel_path(kernels_dir, oc.op)}"
+            cases = not_run([c.serialize() for c in oc.cases], "Missing", reason)
+            results.append(
+                OperatorResult(
+                    op=oc.op,
+                    folder=op_to_folder(oc.op),
+                    status=Status.MISSING,
+                    tests=len(oc.cases),
+                    reason=reason,
+                    results=cases,
+                )
             )
-            for oc in ops
-        ]
         selection = self._selection
         report = Report(
             run={"kind": "agent", "kernels_dir": str(kernels_dir.resolve()), "device": device},
@@ -394,6 +398,7 @@ class Session:
             device=device,
             notes=list(selection.errors),
             run_dir=self.run_dir,
+            profile=self.cfg.eval.correctness.tolerance_profile,
         )
         assert self.run_dir is not None and self.runlog is not None
         write_reports(self.run_dir, report)
@@ -429,7 +434,7 @@ class Session:
 
 
 def _has_kernels(kernels_dir: Path) -> bool:
-    return kernels_dir.is_dir() and any(kernels_dir.glob("*__*/*_implementation_v*.py"))
+    return kernels_dir.is_dir() and any(kernels_dir.glob("*__*/*_implementation*.py"))
 
 
 def _check_kernels_dir(kernels_dir: Path) -> None:

@@ -3,7 +3,7 @@
     python benchmarks/perf_table.py RUN_DIR [--sort speedup|eager_us|op]
         [--copy-curve copy_bandwidth.json] > table.md
 
-RUN_DIR is an evaluation run folder (its full_results.json). For every passed operator: geomean
+RUN_DIR is an evaluation run folder (its atenforge_results.json). For every passed operator: geomean
 speedup vs eager over its timed cases, median eager and kernel time, and at its largest case (most
 bytes that must move) the share of measured HBM bandwidth the kernel reached (bytes / time, the
 bytes the evaluator's roofline floor counts) and whether eager's time there is above the launch-
@@ -25,6 +25,8 @@ import math
 import statistics
 from pathlib import Path
 from typing import Any
+
+from evaluator.runfolder import results_file
 
 # A case is memory-bound for the bandwidth target when its kernel moved this many bytes at least
 # (below it launch latency, not HBM, sets the time on an H200).
@@ -106,7 +108,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     curve = json.loads(args.copy_curve.read_text()) if args.copy_curve else None
-    path = args.run_dir / "full_results.json"
+    path = results_file(args.run_dir)
     if not path.is_file():
         raise SystemExit(f"perf_table: no {path}: give the run folder of an evaluation")
     results = json.loads(path.read_text())

@@ -16,8 +16,8 @@ Contract:
   registrations and restores eager. One backend at a time.
 - Selection: the kernels in `kernels_dir` (DirectoryBackend layout), narrowed by `ops` / `skip`.
   With `only_passed=True` (default) an operator is enabled only if its status in a
-  `full_results.json` is `passed`: `results="auto"` takes the newest run under `log_dir` that
-  evaluated this `kernels_dir`; a path names a run folder or its `full_results.json`; `None`
+  `atenforge_results.json` is `passed`: `results="auto"` takes the newest run under `log_dir` that
+  evaluated this `kernels_dir`; a path names a run folder or its `atenforge_results.json`; `None`
   reads none. No results and `only_passed=True` is a UsageError (evaluate first, or pass
   `only_passed=False`).
 - A kernel that calls the operator it replaces (a `torch.add` inside the kernel for `add.Tensor`)
@@ -62,7 +62,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 from evaluator.backend_selection import (
-    FULL_RESULTS,
+    RESULTS_JSON,
     Selection,
     discover_kernels,
     find_results,
@@ -78,7 +78,7 @@ from evaluator.trace_recorder import METADATA_OPS
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "FULL_RESULTS",
+    "RESULTS_JSON",
     "Backend",
     "BackendKernelError",
     "BackendRecursionError",
@@ -608,8 +608,8 @@ def enable(
     """Register the selected kernels of `kernels_dir` for their overloads; see the module docstring.
 
     `ops`: only these operators (each must have a kernel); `skip`: never these. `results`:
-    "auto", a run folder / full_results.json, or None. `device`: None/"auto", "cuda" or "cpu".
-    `shape_table`: a GPU evaluation's full_results.json (or a ShapeTable) for shape-aware
+    "auto", a run folder / atenforge_results.json, or None. `device`: None/"auto", "cuda" or "cpu".
+    `shape_table`: a GPU evaluation's atenforge_results.json (or a ShapeTable) for shape-aware
     dispatch. `track_fallbacks`: count every ATen call (a TorchDispatchMode) so `stats()` lists
     fallbacks; `time_ops` also times them. `on_error`: "raise" or "eager".
     """

@@ -1,8 +1,9 @@
 """Which kernels of a directory the backend enables (evaluator.backend), and from what evidence.
 
 Contract:
-- `discover_kernels(dir)`: every `<folder>/<folder>_implementation_v1.py` (design §4), by overload.
-- `find_results(dir, log_dir)`: the newest `log_dir/*/full_results.json` whose run evaluated `dir`
+- `discover_kernels(dir)`: each operator folder's kernel file, chosen as BackendBench chooses it
+  (the first sorted `<folder>_implementation*.py`, naming.find_kernel_file), by overload.
+- `find_results(dir, log_dir)`: the newest `log_dir/*/atenforge_results.json` whose run evaluated `dir`
   (its `run.kernels_dir`, compared after resolving paths), by file time.
 - `select_kernels(dir, ops=, skip=, results=, only_passed=, log_dir=) -> Selection`: the kernels to
   enable and, for every other one, why not. With `only_passed`, an operator needs status
@@ -20,16 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.errors import UsageError
-from evaluator.naming import folder_to_op, kernel_path, normalize_op
-
-FULL_RESULTS = "full_results.json"  # evaluator.report.FULL_RESULTS (not imported: it pulls in rich)
-
+from evaluator.naming import find_kernel_file, folder_to_op, normalize_op
+from evaluator.runfolder import RESULTS_JSON, results_file
 
 # --------------------------------------------------------------------------- kernels on disk
 
 
 def discover_kernels(kernels_dir: Path | str) -> dict[str, Path]:
-    """Every `<folder>/<folder>_implementation_v1.py` in `kernels_dir`, by overload name."""
+    """Each operator folder's kernel file in `kernels_dir` (naming.find_kernel_file), by overload."""
     found: dict[str, Path] = {}
     for sub in sorted(Path(kernels_dir).iterdir()):
         if not sub.is_dir() or "__" not in sub.name:
@@ -38,8 +37,8 @@ def discover_kernels(kernels_dir: Path | str) -> dict[str, Path]:
             op = folder_to_op(sub.name)
         except ValueError:
             continue
-        path = kernel_path(kernels_dir, op)
-        if path.is_file():
+        path = find_kernel_file(kernels_dir, op)
+        if path is not None:
             found[op] = path
     return found
 
@@ -57,13 +56,15 @@ def _check_kernels_dir(kernels_dir: Path | str) -> Path:
 
 
 def find_results(kernels_dir: Path | str, log_dir: Path | str = "agent_logs") -> Path | None:
-    """The newest `full_results.json` under `log_dir` whose run evaluated `kernels_dir`."""
+    """The newest results file under `log_dir` whose run evaluated `kernels_dir`."""
     target = Path(kernels_dir).resolve()
     best: tuple[float, str, Path] | None = None
     root = Path(log_dir)
     if not root.is_dir():
         return None
-    for path in root.glob(f"*/{FULL_RESULTS}"):
+    for run in root.iterdir():
+        if not run.is_dir() or not (path := results_file(run)).is_file():
+            continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             evaluated = (data.get("run") or {}).get("kernels_dir")
@@ -84,12 +85,10 @@ def _results_path(
         return None
     if isinstance(results, str) and results == "auto":
         return find_results(kernels_dir, log_dir)
-    path = Path(results)
-    if path.is_dir():
-        path = path / FULL_RESULTS
+    path = results_file(results)
     if not path.is_file():
         raise UsageError(
-            f"results file '{path}' does not exist: pass a run folder or its {FULL_RESULTS}."
+            f"results file '{path}' does not exist: pass a run folder or its {RESULTS_JSON}."
         )
     return path
 
@@ -99,17 +98,17 @@ def read_results(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(
-            f"cannot read '{path}' ({exc}): pass a {FULL_RESULTS} written by an evaluation."
+            f"cannot read '{path}' ({exc}): pass a {RESULTS_JSON} written by an evaluation."
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("operators"), list):
         raise UsageError(
-            f"'{path}' has no 'operators' list: pass a {FULL_RESULTS} written by an evaluation."
+            f"'{path}' has no 'operators' list: pass a {RESULTS_JSON} written by an evaluation."
         )
     return data
 
 
 def load_statuses(path: Path | str) -> dict[str, str]:
-    """`{op: status}` from a full_results.json."""
+    """`{op: status}` from an atenforge_results.json."""
     data = read_results(Path(path))
     return {
         normalize_op(str(o["op"])): str(o.get("status")) for o in data["operators"] if "op" in o

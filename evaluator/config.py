@@ -125,6 +125,12 @@ class CpuLimits(_Model):
 
 
 class EvalConfig(_Model):
+    kernel_file_glob: str = Field(
+        "{folder}_implementation*.py",
+        min_length=1,
+        pattern=r"^[^/\\]+$",
+        description="which file of an operator's folder is judged: the first, sorted, matching this glob ({folder} = the folder's name); the default is BackendBench's choice",
+    )
     correctness: CorrectnessConfig = Field(default_factory=CorrectnessConfig)
     timing: TimingConfig = Field(default_factory=TimingConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

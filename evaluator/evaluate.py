@@ -1,7 +1,7 @@
 """Evaluate a kernel directory on a suite, or judge one candidate: the evaluator's public entry points.
 
 `evaluate()` selects operators (suites.py), finds each kernel (naming.py), judges it in the sandbox,
-and writes the three reports into a run folder. `judge_candidate()` is what the agent calls once per
+and writes the report files (evaluator.report) into a run folder. `judge_candidate()` is what the agent calls once per
 round. Both return data; a kernel's failure is a result, never an exception.
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import atexit
 import logging
+import shlex
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,8 +19,8 @@ from pathlib import Path
 
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.naming import kernel_path, op_to_folder
-from evaluator.results import OperatorResult, Status
+from evaluator.naming import find_kernel_file, kernel_files, op_to_folder
+from evaluator.results import OperatorResult, Status, not_run
 from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
 
@@ -143,6 +145,7 @@ def evaluate(
     started = datetime.now(UTC).isoformat(timespec="seconds")
     run_info = {
         "kind": "evaluate",
+        "command": shlex.join(["python", *sys.argv]),
         "kernels_dir": str(kdir.resolve()),
         "suite": selection.suite,
         "device": dev,
@@ -158,20 +161,26 @@ def evaluate(
         log_path.parent.mkdir(parents=True, exist_ok=True)
 
     def one(op: str, cases: list[TestCase]) -> OperatorResult:
-        path = kernel_path(kdir, op)
+        path = find_kernel_file(kdir, op, config.kernel_file_glob)
         if cancel.is_set():
             res = OperatorResult(
                 op=op,
                 folder=op_to_folder(op),
                 status=Status.SKIPPED,
-                kernel_file=str(path) if path.exists() else None,
+                kernel_file=str(path) if path is not None else None,
                 reason="not evaluated: the evaluation was interrupted first",
             )
-        elif not path.exists():
+        elif path is None:
+            folder = kdir / op_to_folder(op)
+            pattern = config.kernel_file_glob.replace("{folder}", folder.name)
             res = OperatorResult(
-                op=op, folder=op_to_folder(op), status=Status.MISSING, reason=f"no kernel at {path}"
+                op=op,
+                folder=op_to_folder(op),
+                status=Status.MISSING,
+                reason=f"no kernel at {folder}/{pattern}",
             )
             res.tests = len(cases)
+            res.results = not_run([c.serialize() for c in cases], "Missing", res.reason)
         elif not cases:
             res = OperatorResult(
                 op=op,
@@ -185,6 +194,10 @@ def evaluate(
             if cancel.is_set() and res.reason.startswith("cancelled"):
                 res.status = Status.SKIPPED
                 res.reason = "not evaluated: the evaluation was interrupted first"
+            elif res.status == Status.ERROR and not res.results:
+                # The kernel never got to a test (import error, crash while loading).
+                res.results = not_run([c.serialize() for c in cases], "NotRun", res.reason)
+                res.tests = len(cases)
         if log_path is not None:  # each verdict is on disk as soon as it exists
             _append_line(log_path, res.to_json())
         if progress is not None and not cancel.is_set():
@@ -204,6 +217,14 @@ def evaluate(
     run_info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     run_info["suite_summary"] = selection.summary()
     notes = [selection.summary(), *selection.errors]
+    for oc in selection.ops:
+        files = kernel_files(kdir, oc.op, config.kernel_file_glob)
+        if len(files) > 1:
+            notes.append(
+                f"{oc.op}: {len(files)} files match {config.kernel_file_glob!r}; judged "
+                f"{files[0].name}, the first sorted, as BackendBench loads it "
+                "(--kernel-file-glob picks another)"
+            )
     if interrupted:
         notes.insert(0, "INTERRUPTED: operators marked 'not evaluated' were not judged.")
     if dev == "cpu":
@@ -216,6 +237,7 @@ def evaluate(
         device=dev,
         notes=notes,
         run_dir=run_dir,
+        profile=config.correctness.tolerance_profile,
     )
     if write and run_dir is not None:
         if not (Path(run_dir) / "run.json").exists():

@@ -124,6 +124,13 @@ def _tensors(value: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
     return []
 
 
+def _leaves(value: Any) -> list[Any]:
+    """Every non-container value inside `value` (lists and tuples opened), Nones left out."""
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [] if value is None else [value]
+
+
 def _poison(value: Any) -> None:
     """Fill caller-provided output buffers so unwritten elements show."""
     for _, t in _tensors(value, ""):
@@ -242,7 +249,13 @@ class Judge:
             try:
                 for k in range(self.cfg.correctness.num_seeds):
                     seed = base_seed + 7919 * i + 104729 * k
-                    args, kwargs = materialize(self.op, case, self.device, seed)
+                    args, kwargs = materialize(
+                        self.op,
+                        case,
+                        self.device,
+                        seed,
+                        profile=self.cfg.correctness.tolerance_profile,
+                    )
                     ref_args, ref_kwargs = clone_tree(args), clone_tree(kwargs)
                     ref_out = self.packet(*ref_args, **ref_kwargs)
                     item.runs.append(Seeded(seed, args, kwargs, ref_args, ref_kwargs, ref_out))
@@ -344,10 +357,20 @@ class Judge:
         self.host.active = False
         if err_type is None:
             flags += [f"{Flag.HOST_COMPUTE}:{name}" for name in self.host.calls]
-            if self.launches.launches == before:
+            if self.launches.launches == before and not self.outputs_empty(run):
                 flags.append(Flag.NO_TRITON_LAUNCH)
             flags += [f"{Flag.ATEN_FALLBACK}:{name}" for name in trace.compute_ops(self.op)]
         return out, flags, err_type, err_msg, (args, kwargs)
+
+    def outputs_empty(self, run: Seeded) -> bool:
+        """True when every output eager produced (returned and written in place) has zero elements:
+        such a call has nothing to compute, so it needs no launch. Judged on eager's outputs, which
+        the kernel cannot influence; a result with a non-tensor value is never exempt."""
+        outs: list[Any] = [run.ref_out]
+        outs += [run.ref_args[i] for i in sorted(self.mut_pos) if i < len(run.ref_args)]
+        outs += [run.ref_kwargs[n] for n in sorted(self.mut_names) if n in run.ref_kwargs]
+        leaves = _leaves(outs)
+        return bool(leaves) and all(isinstance(t, torch.Tensor) and t.numel() == 0 for t in leaves)
 
     def mutation_flags(self, run: Seeded, inputs: tuple[tuple, dict]) -> list[str]:
         """Inputs must end as eager left them: untouched (bitwise) where eager did not write,

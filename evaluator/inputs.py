@@ -8,10 +8,14 @@ Contract (design §3):
   another seed -> other values of the same shapes, dtypes and strides.
 - Default values: floats and complex `randn` (signed: uniform [0, 1) would make relu an identity);
   signed integers in [-16, 16), uint8 in [0, 32); bools fair coin flips.
+- `profile="backendbench"` draws default values as BackendBench does (torch.testing.make_tensor
+  with low=0, high=1 for floats): floats uniform in [0, 1); signed integers in [-9, 9], uint8 in
+  [0, 9]; complex parts uniform in [-9, 9); bools coin flips. Per-op rules still apply (an index
+  must be valid for eager to run at all).
 - A spec with strides is an `as_strided` view over a buffer of `storage_numel()` elements, and the
   move to the device keeps those strides (the whole buffer travels, not a contiguous copy).
-- Device literals (`device(type='cuda')`, a `torch.device`, or a string under a `device` keyword)
-  are rewritten to the target device.
+- Device literals (`device(type='cuda')`, a `torch.device`, or a string under a `device` keyword
+  or where the schema takes a Device) are rewritten to the target device.
 - Ops that need particular values (valid indices, positive inputs, nonzero divisors, sorted
   sequences, indices that a forward pass really produced ...) get them from `RULES`, the one registry
   of per-op overrides, keyed by overload (`pow.Tensor_Scalar`) or base name (`gather`, all its
@@ -34,6 +38,12 @@ from evaluator.testcase import Device, TensorSpec, TestCase
 
 INT_RANGE = (-16, 16)  # signed integers: small enough for int8, wide enough to have both signs
 UINT8_RANGE = (0, 32)
+# BackendBench's draws (torch.testing.make_tensor's defaults, floats given low=0, high=1)
+BB_INT_RANGE = (-9, 10)
+BB_UINT8_RANGE = (0, 10)
+BB_COMPLEX_RANGE = (-9.0, 9.0)
+DEFAULT = "default"
+BB_DEFAULT = "backendbench"  # the default kind under the backendbench profile
 COUNT_RANGE = (0, 4)  # repeat counts, shift amounts, bincount inputs
 
 _HALF_FLOATS = (torch.float16, torch.bfloat16)
@@ -442,6 +452,8 @@ def _draw(
 ) -> torch.Tensor:
     """`n` values of `dtype` on the generator's device, following `kind`."""
     dev = gen.device
+    if kind == BB_DEFAULT:
+        return _draw_backendbench(dtype, n, gen)
     if dtype == torch.bool:
         if kind == "nonzero":
             return torch.ones(n, dtype=torch.bool, device=dev)
@@ -491,6 +503,25 @@ def _draw(
     return torch.randint(lo, hi, (n,), generator=gen, device=dev).to(dtype)
 
 
+def _draw_backendbench(dtype: torch.dtype, n: int, gen: torch.Generator) -> torch.Tensor:
+    """`n` values drawn as BackendBench draws them (see the module contract)."""
+    dev = gen.device
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=gen, device=dev).bool()
+    if dtype.is_complex:
+        wide = torch.float64 if dtype == torch.complex128 else torch.float32
+        lo, hi = BB_COMPLEX_RANGE
+        parts = lo + (hi - lo) * torch.rand(2, n, generator=gen, dtype=wide, device=dev)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "ComplexHalf support is experimental"
+            return torch.complex(parts[0], parts[1]).to(dtype)
+    if dtype.is_floating_point:
+        wide = torch.float64 if dtype == torch.float64 else torch.float32
+        return torch.rand(n, generator=gen, dtype=wide, device=dev).to(dtype)
+    lo, hi = BB_UINT8_RANGE if dtype == torch.uint8 else BB_INT_RANGE
+    return torch.randint(lo, hi, (n,), generator=gen, device=dev).to(dtype)
+
+
 def _tensor(spec: TensorSpec, kind: str, gen: torch.Generator, bound: int = 0) -> torch.Tensor:
     flat = _draw(kind, spec.dtype, spec.storage_numel(), gen, bound)
     if spec.stride is None:
@@ -498,26 +529,29 @@ def _tensor(spec: TensorSpec, kind: str, gen: torch.Generator, bound: int = 0) -
     return torch.as_strided(flat, spec.shape, spec.stride)
 
 
-def _fill_value(value: Any, fill: Fill | None, call: Call, gen: torch.Generator) -> Any:
-    """Draw every TensorSpec inside `value` (recursing into lists and tuples)."""
+def _fill_value(
+    value: Any, fill: Fill | None, call: Call, gen: torch.Generator, default: str = DEFAULT
+) -> Any:
+    """Draw every TensorSpec inside `value` (recursing into lists and tuples); values no rule
+    covers are drawn as `default` says."""
     if isinstance(value, TensorSpec):
         if (
             fill is None
             or fill.kind == "index_list"
             or (fill.when is not None and not fill.when(call))
         ):
-            return _tensor(value, "default", gen)
+            return _tensor(value, default, gen)
         bound = fill.bound(call) if fill.bound is not None else 0
         return _tensor(value, fill.kind, gen, int(bound))
     if isinstance(value, list | tuple):
         if fill is not None and fill.kind == "index_list":
-            return type(value)(_index_list(value, call, gen))
-        return type(value)(_fill_value(v, fill, call, gen) for v in value)
+            return type(value)(_index_list(value, call, gen, default))
+        return type(value)(_fill_value(v, fill, call, gen, default) for v in value)
     return value
 
 
 def _index_list(
-    entries: list[Any] | tuple[Any, ...], call: Call, gen: torch.Generator
+    entries: list[Any] | tuple[Any, ...], call: Call, gen: torch.Generator, default: str = DEFAULT
 ) -> list[Any]:
     """`Tensor?[] indices`: entry i indexes the next dim(s) of `self`; masks cover their ndim dims."""
     self_shape = _shape(call.get("self"))
@@ -525,7 +559,7 @@ def _index_list(
     dim = 0
     for entry in entries:
         if isinstance(entry, TensorSpec) and entry.dtype in (torch.bool, torch.uint8):
-            out.append(_tensor(entry, "default", gen))
+            out.append(_tensor(entry, default, gen))
             dim += max(len(entry.shape), 1)
         elif isinstance(entry, TensorSpec):
             bound = self_shape[dim] if dim < len(self_shape) else 1
@@ -579,9 +613,11 @@ def _schema(op: str) -> torch.FunctionSchema | None:
 
 
 def materialize(
-    op: str, case: TestCase, device: str | torch.device, seed: int
+    op: str, case: TestCase, device: str | torch.device, seed: int, *, profile: str = "strict"
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Real (args, kwargs) for `case` of `op` on `device`, drawn reproducibly from `seed`."""
+    """Real (args, kwargs) for `case` of `op` on `device`, drawn reproducibly from `seed`;
+    `profile="backendbench"` draws default values as BackendBench does."""
+    default = BB_DEFAULT if profile == "backendbench" else DEFAULT
     target = torch.device(device)
     rule = rule_for(op) or Rule()
     # On a GPU, draw on the GPU: drawing a 25M-element activation on the CPU and copying it over
@@ -594,11 +630,17 @@ def materialize(
     specs = Call(schema, list(case.args), dict(case.kwargs))
     names = [a.name for a in schema.arguments if not a.kwarg_only] if schema is not None else []
     args = [
-        _fill_value(v, rule.fills.get(names[i]) if i < len(names) else None, specs, gen)
+        _fill_value(v, rule.fills.get(names[i]) if i < len(names) else None, specs, gen, default)
         for i, v in enumerate(case.args)
     ]
-    kwargs = {k: _fill_value(v, rule.fills.get(k), specs, gen) for k, v in case.kwargs.items()}
+    kwargs = {
+        k: _fill_value(v, rule.fills.get(k), specs, gen, default) for k, v in case.kwargs.items()
+    }
     if rule.fix is not None:
         with torch.no_grad():
             rule.fix(Call(schema, args, kwargs), gen)
+    # A device is written as a string ('cuda'); where the schema takes a Device positionally,
+    # the string names the device too.
+    devices = {i for i, a in enumerate(names) if "Device" in str(schema.arguments[i].type)}
+    args = [str(target) if i in devices and isinstance(a, str) else a for i, a in enumerate(args)]
     return tuple(_to_device(a, target) for a in args), _to_device(kwargs, target)

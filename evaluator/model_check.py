@@ -512,7 +512,7 @@ def parse_args(argv: list[str] | None = None) -> CheckOptions:
     p.add_argument(
         "--results",
         default="auto",
-        help="full_results.json or run folder of an evaluation (default: newest for DIR)",
+        help="atenforge_results.json or run folder of an evaluation (default: newest for DIR)",
     )
     which = p.add_mutually_exclusive_group()
     which.add_argument(
@@ -547,7 +547,7 @@ def parse_args(argv: list[str] | None = None) -> CheckOptions:
     )
     p.add_argument(
         "--shape-table",
-        help="GPU evaluation's full_results.json: use a kernel only where it was measured faster",
+        help="GPU evaluation's atenforge_results.json: use a kernel only where it was measured faster",
     )
     p.add_argument("--shape-match", choices=["exact", "nearest"], default="exact")
     p.add_argument("--on-kernel-error", choices=["eager", "raise"], default="eager")

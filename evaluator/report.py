@@ -1,24 +1,27 @@
-"""Evaluation reports (design §5-6): the scores, and the three files every evaluation writes.
+"""Evaluation reports: the scores, and the files every evaluation writes.
 
 Contract:
 - `Report` holds one evaluation: run metadata, one `OperatorResult` per *selected* operator
   (missing and crashing kernels included), the exclusions with their reasons, suite, device,
-  notes. `Report.scores` is `compute_scores(report.operators)`.
-- `compute_scores` puts every selected operator in the denominator: an operator that is missing,
-  errored, was rejected or skipped counts as a failure, never silently dropped. Performance
-  scores are `None` (shown as "not measured") when no operator has a measured speedup, as on the
-  CPU: a number there would be invented.
-- `write_reports(run_dir, report)` writes `full_results.json` (schema_version 1, design §6),
-  `operator_summary.csv` and `OVERALL_SUMMARY.md`, each atomically; `load_report(run_dir)` reads
-  `full_results.json` back into a `Report`.
+  notes and the scoring profile. `Report.scores` is `compute_scores(operators, profile)`.
+- `compute_scores` under `strict` puts every selected operator in the denominator: an operator
+  that is missing, errored, was rejected or skipped counts as a failure, never silently dropped.
+  Under `backendbench` it scores as BackendBench does: operators whose kernel is missing or does
+  not import are left out (`num_scored` says how many count), and an operator's performance is the
+  geomean over its timed tests with a test that did not pass counting 1.0. Performance scores are
+  `None` (shown as "not measured") when no operator has a measured speedup, as on the CPU: a
+  number there would be invented.
+- `write_reports(run_dir, report)` writes, each atomically: `atenforge_results.json` (our object,
+  schema_version 1), and BackendBench's four files with its content plus ours
+  (`full_results.json`, `failed_tests.json`, `operator_summary.csv`, `OVERALL_SUMMARY.md`; see
+  evaluator.backendbench_report). `load_report(run_dir)` reads `atenforge_results.json` back into
+  a `Report`. The file names live in evaluator.runfolder.
 - `print_summary(report, console)` prints a rich table; user text (errors) is never parsed as
   rich markup, and a console that is not a terminal gets plain text.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections.abc import Sequence
@@ -30,28 +33,38 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evaluator import backendbench_report as bb
+from evaluator.backendbench_report import CSV_COLUMNS
 from evaluator.error_text import correctness_config, error_with_tolerance, tolerance_legend
 from evaluator.errors import UsageError
 from evaluator.results import OperatorResult, Status, TestResult, flag_name
-from evaluator.runfolder import write_json, write_text
+from evaluator.runfolder import (
+    BB_FAILED_TESTS,
+    BB_FULL_RESULTS,
+    OPERATOR_CSV,
+    RESULTS_JSON,
+    SUMMARY_MD,
+    results_file,
+    write_json,
+    write_text,
+)
+
+__all__ = [
+    "BB_FAILED_TESTS",
+    "BB_FULL_RESULTS",
+    "CSV_COLUMNS",
+    "OPERATOR_CSV",
+    "RESULTS_JSON",
+    "SUMMARY_MD",
+    "Report",
+    "compute_scores",
+    "load_report",
+    "print_summary",
+    "write_reports",
+]
 
 SCHEMA_VERSION = 1
-FULL_RESULTS = "full_results.json"
-OPERATOR_CSV = "operator_summary.csv"
-SUMMARY_MD = "OVERALL_SUMMARY.md"
-CSV_COLUMNS = [
-    "operator",
-    "status",
-    "tests",
-    "passed",
-    "pass_rate",
-    "geomean_speedup",
-    "max_abs_error",
-    "max_rel_error",
-    "flags",
-    "skipped_tests",
-    "reason",
-]
+PROFILES = ("strict", "backendbench")
 # fast_p thresholds (BackendBench / KernelBench): passed and faster than p x eager.
 FAST_P = {"fast_0": 0.0, "fast_1.0": 1.0, "fast_1.2": 1.2}
 REASON_CHARS = 120
@@ -77,21 +90,31 @@ def measured_speedup(result: OperatorResult) -> float | None:
     return float(value) if math.isfinite(value) and value > 0 else None
 
 
-def compute_scores(results: Sequence[OperatorResult]) -> dict[str, Any]:
-    """Scores over the selected operators (design §5); every operator is in the denominator.
+def compute_scores(results: Sequence[OperatorResult], profile: str = "strict") -> dict[str, Any]:
+    """Scores over the selected operators; under `strict` every operator is in the denominator.
 
     - correctness_score: share with status passed.
     - mean_pass_rate: mean of passed/tests (an operator with 0 tests counts 0).
     - performance_score: geomean of per-operator geomean speedups, an operator that did not pass
       or has no speedup counting 1.0 (it falls back to eager).
     - fast_0, fast_1.0, fast_1.2: share that passed with a speedup above p.
-    The performance scores are None when no operator has a measured speedup (e.g. on the CPU).
-    Also num_operators and num_<status> for each status.
+    Under `backendbench` the scores are BackendBench's, computed from the records its readers see
+    in full_results.json (evaluator.backendbench_report.bb_scores): only operators with records
+    count (a missing kernel, one that does not import, or one no test of which could run here has
+    none), and an operator's speedup is the geomean over its tests, a test that did not pass
+    counting 1.0.
+    The performance scores are None when nothing was timed (e.g. on the CPU).
+    Also num_operators (selected), num_scored (in the denominators), num_<status> for each status.
     """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown scoring profile {profile!r}")
     n = len(results)
-    scores: dict[str, Any] = {"num_operators": n}
+    scores: dict[str, Any] = {"num_operators": n, "profile": profile}
     for status in Status:
         scores[f"num_{status}"] = sum(1 for r in results if r.status == status)
+    if profile == "backendbench":
+        return scores | _backendbench_scores(results)
+    scores["num_scored"] = n
     passed = [r for r in results if r.status == Status.PASSED]
     scores["correctness_score"] = len(passed) / n if n else 0.0
     scores["mean_pass_rate"] = sum(r.pass_rate for r in results) / n if n else 0.0
@@ -112,6 +135,22 @@ def compute_scores(results: Sequence[OperatorResult]) -> dict[str, Any]:
     return scores
 
 
+def _backendbench_scores(results: Sequence[OperatorResult]) -> dict[str, Any]:
+    records = bb.records(list(results), "backendbench")
+    ours = bb.bb_scores(records)
+    n = ours["num_operators"]
+    rates = [bb.bb_columns(recs, n)["correctness_rate"] for recs in bb.by_op(records).values()]
+    scores: dict[str, Any] = {
+        "num_scored": n,
+        "correctness_score": ours["correctness_score"] or 0.0,
+        "mean_pass_rate": sum(rates) / n if n else 0.0,
+        "performance_score": ours["performance_score"],
+    }
+    for key, p in FAST_P.items():
+        scores[key] = bb.bb_scores(records, p)[f"perf@{p}"]
+    return scores
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -127,13 +166,28 @@ class Report:
     device: str
     notes: list[str] = field(default_factory=list)
     run_dir: Path | None = None
+    profile: str = "strict"  # the scoring profile (evaluator.config tolerance_profile)
 
     @property
     def scores(self) -> dict[str, Any]:
-        return compute_scores(self.operators)
+        return compute_scores(self.operators, self.profile)
+
+    def command(self) -> str:
+        """The command line that produced the run, as one string: from the run folder's run.json
+        (where the agent records the command it was given), else from the run metadata."""
+        command = None
+        if self.run_dir is not None:
+            try:
+                command = json.loads((Path(self.run_dir) / "run.json").read_text()).get("command")
+            except (OSError, ValueError, AttributeError):
+                command = None
+        command = command or _environment(self.run).get("command")
+        if isinstance(command, list | tuple):
+            return " ".join(str(c) for c in command)
+        return str(command or "")
 
     def to_json(self) -> dict[str, Any]:
-        """The `full_results.json` object (design §6), plus suite, device, excluded, notes."""
+        """The `atenforge_results.json` object, plus suite, device, profile, excluded, notes."""
         operators = []
         for r in self.operators:
             entry = r.to_json()
@@ -146,6 +200,7 @@ class Report:
             "schema_version": SCHEMA_VERSION,
             "suite": self.suite,
             "device": self.device,
+            "profile": self.profile,
             "run": self.run,
             "scores": self.scores,
             "operators": operators,
@@ -155,16 +210,21 @@ class Report:
 
 
 def write_reports(run_dir: str | Path, report: Report) -> dict[str, Path]:
-    """Write full_results.json, operator_summary.csv and OVERALL_SUMMARY.md into `run_dir`."""
+    """Write atenforge_results.json and BackendBench's four report files into `run_dir`."""
     run_dir = Path(run_dir)
     paths = {
-        "json": run_dir / FULL_RESULTS,
+        "json": run_dir / RESULTS_JSON,
+        "bb_json": run_dir / BB_FULL_RESULTS,
+        "bb_failed": run_dir / BB_FAILED_TESTS,
         "csv": run_dir / OPERATOR_CSV,
         "md": run_dir / SUMMARY_MD,
     }
+    records = bb.records(report.operators, report.profile, report.device or None)
     write_json(paths["json"], report.to_json())
-    write_text(paths["csv"], render_csv(report))
-    write_text(paths["md"], render_markdown(report))
+    write_text(paths["bb_json"], bb.dump_records(records))
+    write_text(paths["bb_failed"], bb.dump_records(bb.failed(records)))
+    write_text(paths["csv"], bb.render_csv(report.operators, records))
+    write_text(paths["md"], render_markdown(report, records))
     return paths
 
 
@@ -204,14 +264,15 @@ def _operator_from_json(data: dict[str, Any]) -> OperatorResult:
 
 
 def load_report(run_dir: str | Path) -> Report:
-    """Read `run_dir/full_results.json` back into a Report (scores are recomputed)."""
+    """Read `run_dir/atenforge_results.json` back into a Report (scores are recomputed). A run
+    folder written before that file existed (the object in full_results.json) also loads."""
     run_dir = Path(run_dir)
-    path = run_dir / FULL_RESULTS
+    path = results_file(run_dir)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(
-            f"no {FULL_RESULTS} in '{run_dir}': pass a run folder written by an evaluation."
+            f"no {RESULTS_JSON} in '{run_dir}': pass a run folder written by an evaluation."
         ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"'{path}' is not valid JSON ({exc}): re-run the evaluation.") from None
@@ -230,6 +291,7 @@ def load_report(run_dir: str | Path) -> Report:
         device=data.get("device") or run.get("device") or "",
         notes=list(data.get("notes", [])),
         run_dir=run_dir,
+        profile=data.get("profile") if data.get("profile") in PROFILES else "strict",
     )
 
 
@@ -298,30 +360,6 @@ def _performance_text(scores: dict[str, Any], device: str) -> str:
     return "not measured (no operator has a measured speedup)"
 
 
-def render_csv(report: Report) -> str:
-    """operator_summary.csv: one row per selected operator (columns in CSV_COLUMNS)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for r in report.operators:
-        writer.writerow(
-            [
-                r.op,
-                str(r.status),
-                r.tests,
-                r.passed,
-                round(r.pass_rate, 4),
-                _fmt_float(_as_float(r.geomean_speedup), ".4g"),
-                _fmt_float(r.max_error("max_abs_error"), ".6g"),
-                _fmt_float(r.max_error("max_rel_error"), ".6g"),
-                ";".join(r.flags),
-                r.skipped_tests,
-                " ".join(r.reason.split()),
-            ]
-        )
-    return buf.getvalue()
-
-
 def _as_float(value: Any) -> float | None:
     try:
         return None if value is None else float(value)
@@ -346,12 +384,16 @@ def _first(mapping: dict[str, Any], *keys: str) -> Any:
     return None
 
 
-def render_markdown(report: Report) -> str:
-    """OVERALL_SUMMARY.md: scores, environment, per-operator table, exclusions, notes."""
+def render_markdown(report: Report, records: list[dict[str, Any]] | None = None) -> str:
+    """OVERALL_SUMMARY.md: BackendBench's sections first, then ours: scores, environment,
+    per-operator table, exclusions, notes."""
     scores = report.scores
+    if records is None:
+        records = bb.records(report.operators, report.profile, report.device or None)
+    head = bb.markdown_head(report.command(), scores, records, report.profile)
     n = scores["num_operators"]
     env = _environment(report.run)
-    lines: list[str] = [f"# atenforge evaluation: {report.suite or 'custom'} suite", ""]
+    lines: list[str] = [head, f"# atenforge evaluation: {report.suite or 'custom'} suite", ""]
     if report.run_dir is not None:
         lines += [f"Run folder: `{report.run_dir}`", ""]
 
@@ -372,6 +414,8 @@ def render_markdown(report: Report) -> str:
         lines.append(f"| {key} | {_fmt_share(scores[key])} | passed and {meaning} |")
     counts = ", ".join(f"{scores[f'num_{s}']} {s}" for s in Status)
     lines += ["", f"{n} operators selected: {counts}; {len(report.excluded)} excluded.", ""]
+    if scores["num_scored"] != n:
+        lines += [_scored_text(scores), ""]
     host = host_time_summary(report)
     if host is not None:
         lines += [
@@ -398,9 +442,7 @@ def render_markdown(report: Report) -> str:
         ("started", _first(env, "started", "started_at", "start")),
         ("finished", _first(env, "finished", "ended_at", "end")),
     ]
-    command = env.get("command")
-    if isinstance(command, list | tuple):
-        command = " ".join(str(c) for c in command)
+    command = report.command()
     facts.append(("command", f"`{command}`" if command else None))
     lines += [f"- {name}: {value}" for name, value in facts if value not in (None, "")]
     lines.append("")
@@ -438,6 +480,29 @@ def render_markdown(report: Report) -> str:
     if report.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in report.notes] + [""]
     return "\n".join(lines)
+
+
+def backendbench_lines(scores: dict[str, Any]) -> list[str]:
+    """The three score lines BackendBench prints, with these scores (N/A where not measured)."""
+
+    def num(value: float | None) -> str:
+        return "N/A" if value is None else f"{value:.2f}"
+
+    return [
+        f"correctness score (mean pass rate over all operators): {num(scores['correctness_score'])}",
+        f"performance score (geomean speedup over all operators): {num(scores['performance_score'])}",
+        "perf@p score (rate of correct samples with a speedup greater than p, p=1.0): "
+        + num(scores["fast_1.0"]),
+    ]
+
+
+def _scored_text(scores: dict[str, Any]) -> str:
+    left_out = scores["num_operators"] - scores["num_scored"]
+    return (
+        f"Scored over {scores['num_scored']} of {scores['num_operators']} operators: under the "
+        f"{scores['profile']} profile the {left_out} whose kernel is missing or does not import "
+        "are left out, as BackendBench leaves them out."
+    )
 
 
 def print_summary(report: Report, console: Console) -> None:
@@ -506,6 +571,12 @@ def print_summary(report: Report, console: Console) -> None:
     if scores["performance_score"] is not None:
         line += "".join(f" · {k} {_fmt_share(scores[k])}" for k in FAST_P)
     console.print(Text(line))
+    if scores["profile"] == "backendbench":
+        # BackendBench's own three lines, with its wording, so the numbers compare at a glance.
+        for text in backendbench_lines(scores):
+            console.print(Text(text))
+    if scores["num_scored"] != n:
+        console.print(Text(_scored_text(scores)))
     if report.excluded:
         console.print(Text(f"excluded operators: {len(report.excluded)} (listed in {SUMMARY_MD})"))
     for note in report.notes:

@@ -1,7 +1,7 @@
 """Verdicts as data (design §5-6): per-test results, per-operator results, statuses and flags.
 
 A kernel's failure is never an exception in the evaluator: it is a result with a status, an excerpt
-of the error and numbers with units. These dataclasses serialize 1:1 to `full_results.json`.
+of the error and numbers with units. These dataclasses serialize 1:1 to `atenforge_results.json`.
 """
 
 from __future__ import annotations
@@ -158,6 +158,15 @@ class OperatorResult:
         data["geomean_speedup"] = _number(data.get("geomean_speedup"))
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def not_run(case_args: list[str], error_type: str, reason: str) -> list[TestResult]:
+    """One failed result per case for an operator none of whose tests could run (no kernel, or a
+    kernel that does not import): every case the suite selected stays visible in the reports."""
+    return [
+        TestResult(args=args, passed=False, error_type=error_type, error_msg=reason)
+        for args in case_args
+    ]
 
 
 def _finite(value: Any) -> Any:

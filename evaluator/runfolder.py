@@ -37,6 +37,13 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 EVENTS_FILE = "events.jsonl"
+# The report files of an evaluation, at the run folder's root. RESULTS_JSON is atenforge's own
+# object (schema_version 1); the other four have BackendBench's names and content, plus our columns.
+RESULTS_JSON = "atenforge_results.json"
+BB_FULL_RESULTS = "full_results.json"  # BackendBench's flat list of per-test records
+BB_FAILED_TESTS = "failed_tests.json"
+OPERATOR_CSV = "operator_summary.csv"
+SUMMARY_MD = "OVERALL_SUMMARY.md"
 PROJECT = "atenforge"
 _PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 _FALLBACK_VERSION = "0.1.0"
@@ -60,6 +67,29 @@ def create_run_dir(log_dir: str | Path, *, now: datetime | None = None) -> Path:
             return candidate
         except FileExistsError:
             suffix += 1
+
+
+def results_file(path: str | Path) -> Path:
+    """atenforge's results file for a run folder or a results path.
+
+    A folder gives `folder/atenforge_results.json`; a BackendBench-format `full_results.json` (a
+    list) gives its sibling `atenforge_results.json`. A folder or file from before the split,
+    whose `full_results.json` holds the object form, is returned as it is. The path may not exist.
+    """
+    path = Path(path)
+    legacy = None
+    if path.is_dir():
+        legacy, path = path / BB_FULL_RESULTS, path / RESULTS_JSON
+    elif path.name == BB_FULL_RESULTS:
+        legacy, path = path, path.with_name(RESULTS_JSON)
+    if not path.exists() and legacy is not None and legacy.is_file():
+        try:
+            head = legacy.read_text(encoding="utf-8").lstrip()[:1]
+        except (OSError, UnicodeDecodeError):
+            head = ""
+        if head == "{":
+            return legacy
+    return path
 
 
 # --------------------------------------------------------------------------- JSON

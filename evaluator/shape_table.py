@@ -1,7 +1,7 @@
 """Shape-aware dispatch for the backend: run our kernel only where a GPU evaluation measured it faster.
 
 Contract:
-- `ShapeTable.load(full_results.json | run folder | dict, match="exact"|"nearest")` reads every
+- `ShapeTable.load(atenforge_results.json | run folder | dict, match="exact"|"nearest")` reads every
   passed test result with a finite `speedup` (design §6) into `{op: {case text: speedup}}`;
   a table without any measured speedup (a CPU run) is a UsageError.
 - `ShapeTable.decide(op, args, kwargs) -> (use_ours, why)`: the call's arguments are serialized
@@ -20,9 +20,10 @@ from typing import Any
 
 import torch
 
-from evaluator.backend_selection import FULL_RESULTS, read_results
+from evaluator.backend_selection import read_results
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op
+from evaluator.runfolder import RESULTS_JSON, results_file
 from evaluator.testcase import CaseSyntaxError, TensorSpec, parse_case, serialize_case
 from evaluator.trace_recorder import UnserializableArgument, serialize_call
 
@@ -105,18 +106,16 @@ class ShapeTable:
         match: str = "exact",
         nearest_factor: float = 4.0,
     ) -> ShapeTable:
-        """From a full_results.json (or its run folder), or from an already-read dict of one."""
+        """From a atenforge_results.json (or its run folder), or from an already-read dict of one."""
         if match not in ("exact", "nearest"):
             raise UsageError(f"shape match {match!r} is unknown: use 'exact' or 'nearest'.")
         if isinstance(source, dict):
             data, where = source, "<dict>"
         else:
-            path = Path(source)
-            if path.is_dir():
-                path = path / FULL_RESULTS
+            path = results_file(source)
             if not path.is_file():
                 raise UsageError(
-                    f"shape table '{path}' does not exist: pass a GPU evaluation's {FULL_RESULTS}."
+                    f"shape table '{path}' does not exist: pass a GPU evaluation's {RESULTS_JSON}."
                 )
             data, where = read_results(path), str(path)
         entries: dict[str, dict[str, _Measured]] = {}
@@ -141,7 +140,7 @@ class ShapeTable:
                 )
         if not entries:
             raise UsageError(
-                f"shape table '{where}' holds no measured speedups: pass the {FULL_RESULTS} of an evaluation on a GPU."
+                f"shape table '{where}' holds no measured speedups: pass the {RESULTS_JSON} of an evaluation on a GPU."
             )
         return cls(entries=entries, source=where, match=match, nearest_factor=nearest_factor)
 

@@ -3,7 +3,8 @@
 A case is `((arg0, arg1, ...), {'kw': value})`; a tensor is `T([shape], dtype)` or
 `T([shape], dtype, [stride])` with dtype codes `f16 bf16 f32 f64 c32 c64 c128 i8 i16 i32 i64 u8 b8`.
 Other values are Python literals, `inf`/`nan`, `torch.<dtype|layout|memory_format>`, devices and
-complex scalars (written `complex(re, im)`; `(1+2j)` is also read).
+complex scalars (written `complex(re, im)`; `(1+2j)` is also read). A device is written as a string
+(`'cuda'`), which BackendBench's parser reads; `device(type='cuda')` is still read.
 Parsing yields plain data (`TensorSpec` placeholders); `evaluator.inputs` turns it into tensors.
 `serialize_case(parse_case(s)) == s` holds for every line we write ourselves.
 
@@ -272,9 +273,9 @@ def serialize_value(value: Any) -> str:
     if isinstance(value, torch.dtype | torch.layout | torch.memory_format):
         return str(value)
     if isinstance(value, Device):
-        return f"device(type={value.text!r})"
+        return repr(value.text)  # a string, as BackendBench's parser wants it
     if isinstance(value, torch.device):
-        return f"device(type={value.type!r})"
+        return repr(value.type)
     if isinstance(value, tuple):
         inner = ", ".join(serialize_value(v) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
@@ -291,6 +292,42 @@ def _list_text(values: tuple[int, ...]) -> str:
 
 def serialize_case(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     return f"({serialize_value(tuple(args))}, {serialize_value(dict(kwargs))})"
+
+
+def is_contiguous(spec: TensorSpec) -> bool:
+    """Whether a tensor of this shape and strides is contiguous (as `Tensor.is_contiguous` says)."""
+    if spec.stride is None:
+        return True
+    return torch.empty_strided(spec.shape, spec.stride, device="meta").is_contiguous()
+
+
+def serialize_value_backendbench(value: Any) -> str:
+    """One value as BackendBench's result records write it (`args` of its `full_results.json`):
+    strides only for non-contiguous tensors, devices as strings, other scalars as `repr`."""
+    if isinstance(value, TensorSpec):
+        text = f"T({_list_text(value.shape)}, {CODE_OF_DTYPE[value.dtype]}"
+        if not is_contiguous(value):
+            text += f", {_list_text(value.stride or ())}"
+        return text + ")"
+    if isinstance(value, Device):
+        return repr(value.text)
+    if isinstance(value, torch.device):
+        return repr(value.type)
+    if isinstance(value, list):
+        return "[" + ", ".join(serialize_value_backendbench(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(serialize_value_backendbench(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+def serialize_case_backendbench(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """`((a, b,), {'k': v})`: the positional tuple always ends in `,)` (or is `()`), as in
+    BackendBench's records; parseable by `parse_case` and by BackendBench."""
+    parts = ", ".join(serialize_value_backendbench(a) for a in args)
+    kw = ", ".join(f"'{k}': {serialize_value_backendbench(v)}" for k, v in kwargs.items())
+    positional = f"({parts},)" if args else "()"
+    return f"({positional}, {{{kw}}})"
 
 
 def spec_of_tensor(t: torch.Tensor) -> TensorSpec:
@@ -361,7 +398,12 @@ def parse_trace_text(text: str, origin: str = "<trace>") -> Trace:
 
 
 def load_trace(path: Path | str) -> Trace:
+    """A `.txt` trace, or a BackendBench parquet test set (`.parquet`, needs pyarrow)."""
     path = Path(path)
+    if path.suffix == ".parquet":
+        from evaluator.parquet_trace import load_parquet_trace
+
+        return load_parquet_trace(path)
     return parse_trace_text(path.read_text(encoding="utf-8"), origin=str(path))
 
 

@@ -302,7 +302,13 @@ def _argument_sets(
     other set an exact copy of it, so both sides and all sets get equal inputs (values and
     layouts) in separate memory."""
     n = rotation_sets(item.case.total_bytes(), cfg) if sets is None else sets
-    args, kwargs = materialize(judge.op, item.case, "cuda", item.runs[0].seed + 1_000_003)
+    args, kwargs = materialize(
+        judge.op,
+        item.case,
+        "cuda",
+        item.runs[0].seed + 1_000_003,
+        profile=judge.cfg.correctness.tolerance_profile,
+    )
     eager_fns = [
         _Call(judge.packet, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n)
     ]

@@ -2,6 +2,8 @@
 
     python -m evaluator.trace --zoo [--models a,b] [--max-models N] --out PATH.txt
     python -m evaluator.trace --model package.module:build_fn --inputs "T([2, 16], i64)" --out my.txt
+    python -m evaluator.trace --zoo --format parquet --out PATH.parquet   # BackendBench's format
+    python -m evaluator.trace --convert evaluator/data/torchbench_trace.txt --format parquet --out tb.parquet
 
 Each model runs one step (inference, or forward + `loss.backward()` with `--train`) under
 `evaluator.trace_recorder.Recorder`. By default tensors are fake (`FakeTensorMode`): full-size
@@ -45,11 +47,14 @@ from torch import nn
 
 from evaluator.errors import UsageError
 from evaluator.model_zoo import ZOO, ZooModel, loss_of, missing_library
+from evaluator.parquet_trace import write_parquet_trace
 from evaluator.testcase import (
     DTYPE_CODES,
     CaseSyntaxError,
     Device,
     TensorSpec,
+    format_trace,
+    load_trace,
     parse_case,
 )
 from evaluator.trace_recorder import HostScalars, Recorder, TraceTable, write_trace
@@ -57,6 +62,7 @@ from evaluator.trace_recorder import HostScalars, Recorder, TraceTable, write_tr
 log = logging.getLogger("evaluator.trace")
 
 DEVICES = ("cpu", "cuda", "meta")
+FORMATS = ("txt", "parquet")
 
 
 # ---------------------------------------------------------------- one model
@@ -433,8 +439,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="trace your model: FUNCTION() returns an nn.Module or (module, inputs)",
     )
     what.add_argument("--list", action="store_true", help="list the zoo's models and exit")
+    what.add_argument(
+        "--convert",
+        metavar="TRACE",
+        type=Path,
+        help="rewrite an existing trace (.txt or .parquet) in --format, without tracing",
+    )
     p.add_argument(
         "--out", type=Path, help="trace file to write (the sidecar goes next to it as .json)"
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="txt",
+        help="txt: the text trace; parquet: BackendBench's parquet test set (needs pyarrow)",
     )
     p.add_argument("--models", help="zoo: comma-separated model names (default: all)")
     p.add_argument("--max-models", type=int, help="zoo: trace at most N models")
@@ -516,11 +534,16 @@ def run(argv: Sequence[str] | None = None) -> int:
             )
         return 0
     if args.out is None:
-        raise UsageError("--out is required: pass the trace file to write, e.g. --out my_trace.txt")
-    if args.out.suffix != ".txt":
         raise UsageError(
-            f"--out {str(args.out)!r} must end in .txt (the sidecar is written next to it as .json)"
+            f"--out is required: pass the trace file to write, e.g. --out my_trace.{args.format}"
         )
+    if args.out.suffix != f".{args.format}":
+        raise UsageError(
+            f"--out {str(args.out)!r} must end in .{args.format} for --format {args.format}"
+            " (the sidecar is written next to it as .json)"
+        )
+    if args.convert is not None:
+        return convert(args.convert, args.out)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda but CUDA is not available: use --device cpu")
     if args.zoo:
@@ -598,6 +621,25 @@ def run(argv: Sequence[str] | None = None) -> int:
         log.info(
             "  %d calls dropped: their arguments do not round-trip through the case format", dropped
         )
+    return 0
+
+
+def convert(source: Path, out: Path) -> int:
+    """Rewrite the trace `source` as `out` (format from its suffix); cases and counts unchanged."""
+    if not source.is_file():
+        raise UsageError(f"--convert '{source}' does not exist: pass an existing trace file.")
+    if source.suffix not in (".txt", ".parquet"):
+        raise UsageError(f"--convert '{source}' must be a .txt or .parquet trace.")
+    trace = load_trace(source)
+    for error in trace.errors:
+        log.warning("skipped: %s", error)
+    cases = {op: op_cases for op, op_cases in trace.cases.items() if op_cases}
+    if out.suffix == ".parquet":
+        write_parquet_trace(cases, out)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(format_trace(cases), encoding="utf-8")
+    log.info("wrote %s: %d ops, %d cases", out, len(cases), sum(map(len, cases.values())))
     return 0
 
 

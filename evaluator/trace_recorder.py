@@ -306,12 +306,17 @@ def _case_dtype(case: TestCase) -> str:
 def write_trace(
     table: TraceTable, out: Path, *, command: str, extra: dict[str, Any] | None = None
 ) -> Path:
-    """Write `out` (the trace) and its sidecar `out.with_suffix('.json')`; return the sidecar path."""
+    """Write `out` (the trace: BackendBench's parquet format when it ends in `.parquet`, else the
+    text format) and its sidecar `out.with_suffix('.json')`; return the sidecar path."""
     ranked = table.ranked()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        format_trace({op: [c for c, _ in cases] for op, cases in ranked}), encoding="utf-8"
-    )
+    by_op = {op: [c for c, _ in cases] for op, cases in ranked}
+    if out.suffix == ".parquet":
+        from evaluator.parquet_trace import write_parquet_trace
+
+        write_parquet_trace(by_op, out)
+    else:
+        out.write_text(format_trace(by_op), encoding="utf-8")
     sidecar: dict[str, Any] = {
         "schema_version": SIDECAR_SCHEMA_VERSION,
         "command": command,

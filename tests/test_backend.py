@@ -40,7 +40,7 @@ def _no_backend_left_enabled():
 
 def _write_results(run_dir: Path, kernels_dir: Path, statuses: dict[str, str]) -> Path:
     run_dir.mkdir(parents=True)
-    path = run_dir / "full_results.json"
+    path = run_dir / "atenforge_results.json"
     data = {
         "schema_version": 1,
         "run": {"kind": "evaluate", "kernels_dir": str(kernels_dir.resolve())},

@@ -54,15 +54,24 @@ def test_corpus_kernel_gets_expected_status_and_flag(report, op: str) -> None:
         assert {flag_name(f) for f in result.flags} & allowed, f"{op}: flags {result.flags}"
 
 
+REPORT_FILES = (
+    "OVERALL_SUMMARY.md",
+    "operator_summary.csv",
+    "atenforge_results.json",
+    "full_results.json",
+    "failed_tests.json",
+)
+
+
 def test_secret_value_never_appears_in_results(report) -> None:
-    text = (report.run_dir / "full_results.json").read_text()
-    assert "sk-corpus-secret-value" not in text
+    for name in REPORT_FILES:
+        assert "sk-corpus-secret-value" not in (report.run_dir / name).read_text(), name
 
 
 def test_reports_are_written(report) -> None:
-    for name in ("OVERALL_SUMMARY.md", "operator_summary.csv", "full_results.json"):
+    for name in REPORT_FILES:
         assert (report.run_dir / name).exists()
-    data = json.loads((report.run_dir / "full_results.json").read_text())
+    data = json.loads((report.run_dir / "atenforge_results.json").read_text())
     assert data["schema_version"] == 1
     assert data["scores"]["performance_score"] is None  # CPU: not measured, never a number
     assert 0 < data["scores"]["correctness_score"] < 1
@@ -95,7 +104,7 @@ def test_interrupted_evaluation_kills_sandboxes_and_writes_partial_reports(tmp_p
             progress=interrupt_once_relu_is_judged,
         )
     assert time.monotonic() - start < 100
-    data = json.loads((tmp_path / "full_results.json").read_text())
+    data = json.loads((tmp_path / "atenforge_results.json").read_text())
     status = {o["op"]: o["status"] for o in data["operators"]}
     assert status == {"sin.default": "skipped", "relu.default": "passed"}
     assert "INTERRUPTED" in (tmp_path / "OVERALL_SUMMARY.md").read_text()

@@ -18,7 +18,7 @@ from agent_fakes import (
 )
 
 from agent.session import RunRequest, Session
-from evaluator.naming import kernel_path
+from evaluator.naming import find_kernel_file, kernel_path
 from evaluator.runfolder import read_events
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -197,6 +197,20 @@ def test_earlier_kernel_is_archived_before_the_winner_replaces_it(tmp_path: Path
     archived = result.run_dir / "archive/relu__default" / old.name
     assert archived.read_text() == "# an earlier kept kernel\n"
     assert "VERDICT: pass" in old.read_text()
+
+
+def test_a_file_that_would_shadow_the_winner_is_moved_to_the_archive(tmp_path: Path):
+    op = "relu.default"
+    folder = tmp_path / "kernels" / "relu__default"
+    folder.mkdir(parents=True)
+    (folder / "relu__default_implementation.py").write_text("# sorts before _v1\n")
+    (folder / "relu__default_implementation_v2.py").write_text("# sorts after _v1\n")
+    provider = QueueProvider().enqueue(op, 1, answer(op, "pass"))
+    result = run(config(tmp_path, num_workers=1), make_parts(provider))
+    assert find_kernel_file(tmp_path / "kernels", op) == kernel_path(tmp_path / "kernels", op)
+    archive = result.run_dir / "archive/relu__default"
+    assert (archive / "relu__default_implementation.py").read_text() == "# sorts before _v1\n"
+    assert (folder / "relu__default_implementation_v2.py").exists()  # not in the way: kept
 
 
 def test_events_trace_each_operator_and_round(tmp_path: Path):

@@ -15,8 +15,8 @@ from rich.console import Console
 from evaluator.errors import UsageError
 from evaluator.report import (
     CSV_COLUMNS,
-    FULL_RESULTS,
     OPERATOR_CSV,
+    RESULTS_JSON,
     SUMMARY_MD,
     Report,
     compute_scores,
@@ -193,7 +193,7 @@ def test_csv_joins_several_flags_with_semicolons(tmp_path):
 
 def test_json_has_design_schema_keys(tmp_path):
     write_reports(tmp_path, sample_report())
-    data = json.loads((tmp_path / FULL_RESULTS).read_text())
+    data = json.loads((tmp_path / RESULTS_JSON).read_text())
     assert data["schema_version"] == 1
     assert {"run", "scores", "operators", "excluded", "notes"} <= data.keys()
     entry = data["operators"][1]
@@ -210,7 +210,7 @@ def test_json_has_design_schema_keys(tmp_path):
 
 def test_json_scores_performance_is_null_on_cpu(tmp_path):
     write_reports(tmp_path, sample_report(device="cpu"))
-    data = json.loads((tmp_path / FULL_RESULTS).read_text())
+    data = json.loads((tmp_path / RESULTS_JSON).read_text())
     assert data["scores"]["performance_score"] is None
 
 
@@ -226,7 +226,7 @@ def test_load_report_round_trips_write_reports(tmp_path):
 
 
 def test_load_report_without_results_is_usage_error(tmp_path):
-    with pytest.raises(UsageError, match="full_results.json"):
+    with pytest.raises(UsageError, match="atenforge_results.json"):
         load_report(tmp_path)
 
 

@@ -69,8 +69,8 @@ def test_interrupted_and_resumed_run_keeps_the_same_kernels_and_scores(tmp_path:
     assert code == 130
     assert kernels(tmp_path, "b") == kernels(tmp_path, "a")
     assert len(kernels(tmp_path, "a")) == 2
-    scores_a = json.loads((only_run_dir(tmp_path, "a") / "full_results.json").read_text())["scores"]
-    scores_b = json.loads((run_b / "full_results.json").read_text())["scores"]
+    scores_a = json.loads((only_run_dir(tmp_path, "a") / "atenforge_results.json").read_text())["scores"]
+    scores_b = json.loads((run_b / "atenforge_results.json").read_text())["scores"]
     assert scores_a == scores_b and scores_a["correctness_score"] == 1.0
 
 

@@ -80,6 +80,8 @@ def test_parse_case_reads_tensors_strides_and_literals():
     assert case.args[1] == [TensorSpec((4,), torch.int64), None]
     assert case.args[2:] == (-1, 1e-05, float("inf"), torch.float32)
     assert case.kwargs == {"device": Device("cuda"), "memory_format": torch.contiguous_format}
+    # written back as BackendBench's parser wants it: a string
+    assert "{'device': 'cuda', " in case.serialize()
 
 
 def test_malformed_lines_give_file_line_errors_and_other_ops_still_load(tmp_path: Path):

@@ -201,6 +201,17 @@ def test_user_model_with_its_own_inputs_and_dtype(tmp_path, tiny_module, capsys)
     assert "build_with_inputs" in capsys.readouterr().out
 
 
+def test_format_parquet_writes_backendbench_test_set_with_the_same_cases(tmp_path, tiny_module):
+    pytest.importorskip("pyarrow")
+    argv = ["--model", f"{tiny_module}:build_with_inputs", "--train"]
+    assert main([*argv, "--out", str(tmp_path / "t.txt")]) == 0
+    assert main([*argv, "--format", "parquet", "--out", str(tmp_path / "t.parquet")]) == 0
+    text, table = load_trace(tmp_path / "t.txt"), load_trace(tmp_path / "t.parquet")
+    assert table.errors == [] and format_trace(table.cases) == format_trace(text.cases)
+    sidecar = json.loads((tmp_path / "t.json").read_text())
+    assert list(sidecar["ops"]) == list(table.cases)
+
+
 @pytest.mark.parametrize("device", ["meta", "cpu --real"])
 def test_user_model_traces_on_meta_and_real_tensors(tmp_path, tiny_module, device):
     out = tmp_path / "t.txt"

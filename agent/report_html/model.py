@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.runlog import RunLog, read_json
-from evaluator.runfolder import read_events
+from evaluator.runfolder import read_events, results_file
 
-RESULT_FILES = ("atenforge_results.json", "full_results.json")
 # What the page shows of a round's own files; texts longer than this are cut, and say so.
 MAX_TEXT_CHARS = 60_000
 
@@ -158,11 +157,8 @@ class RunView:
 
 def load_results(run_dir: Path) -> dict[str, Any]:
     """The evaluation's results object, from the first file that holds one ({} when none does)."""
-    for name in RESULT_FILES:
-        data = read_json(run_dir / name)
-        if isinstance(data, dict):
-            return data
-    return {}
+    data = read_json(results_file(run_dir))
+    return data if isinstance(data, dict) else {}
 
 
 def load_run(run_dir: str | Path) -> RunView:
