@@ -511,6 +511,13 @@ class Judge:
                 self.gpu_lock.share()  # before any CUDA work: a timing sandbox may own the GPU
         prepared = self.prepare(cases)
         self.out.write({"event": "prepared", "n": len(prepared)})
+        if self.cfg.sandbox.confine:  # trusted setup is over: confine before the kernel loads
+            from evaluator import confine
+
+            job_dir = os.path.dirname(os.path.abspath(self.spec["results_path"]))
+            policy = confine.build_policy(job_dir, self.device, self.cfg.sandbox)
+            status = confine.confine_current_process(policy, self.out.write)
+            self.out.write({"event": "confined", "containment": status.label})
         fn = self.load_kernel()
         if fn is None:
             self.out.write({"event": "done"})
@@ -582,4 +589,7 @@ def run_job(spec_path: str) -> None:
 
 
 if __name__ == "__main__":
-    run_job(sys.argv[1])
+    from evaluator.confine import contain_job
+    from evaluator.confine_tree import exit_code_of
+
+    contain_job(sys.argv[1], lambda: exit_code_of(run_job, sys.argv[1]))

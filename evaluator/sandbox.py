@@ -63,6 +63,7 @@ def clean_env(device: str, cache_dir: Path) -> dict[str, str]:
     else:
         env.pop("TRITON_INTERPRET", None)
     env["TRITON_CACHE_DIR"] = str(cache_dir)
+    env["CUDA_CACHE_PATH"] = str(cache_dir.parent / "cuda_cache")  # writable when confined
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
@@ -473,6 +474,9 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
             load_error = event
         elif kind == "loaded":
             op_flags += [f for f in event.get("flags", []) if f not in op_flags]
+        elif kind == "violation":  # evaluator.confine_watch / confine_tree
+            flag = f"{Flag.SANDBOX_VIOLATION}:{event.get('kind')}"
+            op_flags += [flag] if flag not in op_flags else []
         elif kind == "test_result":
             tests[event["index"]] = TestResult.from_json(event["result"])
         elif kind == "timing" and event["index"] in tests:
