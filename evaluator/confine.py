@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import confine_landlock, confine_tree
+from evaluator.errors import UsageError
 
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
@@ -269,6 +270,24 @@ def contain_job(spec_path: str, run: Callable[[], int]) -> None:
 
 
 # ---------------------------------------------------------------------------- probing
+
+
+def containment_label(enabled: bool) -> str:
+    """For run.json and the summary: `full`, `partial (<what is missing>)` or `off (...)`."""
+    return probe().label if enabled else "off (eval.sandbox.confine = false)"
+
+
+def require_full_containment(sandbox: Any) -> None:
+    """UsageError when `sandbox.require_containment` is set and candidates would not be fully
+    confined here (`sandbox` is a SandboxConfig)."""
+    if not sandbox.require_containment:
+        return
+    label = containment_label(sandbox.confine)
+    if label != "full":
+        raise UsageError(
+            f"containment on this machine is {label}: run where `python -m evaluator.confine "
+            "--check` says full, or drop --require-containment (eval.sandbox.require_containment)."
+        )
 
 
 @functools.cache

@@ -210,6 +210,15 @@ class Sandbox:
     def __init__(self, config: EvalConfig, device: str, scratch_root: Path | None = None) -> None:
         self.config = config
         self.device = device
+        if config.sandbox.confine or config.sandbox.require_containment:
+            from evaluator.confine import containment_label, require_full_containment
+
+            require_full_containment(config.sandbox)
+            self.containment = containment_label(config.sandbox.confine)
+            if self.containment != "full":
+                log.warning("candidates are confined only in part: %s", self.containment)
+        else:
+            self.containment = "off (eval.sandbox.confine = false)"
         self._own_scratch = scratch_root is None
         self.scratch = Path(scratch_root or tempfile.mkdtemp(prefix="atenforge_sandbox_"))
         self.scratch.mkdir(parents=True, exist_ok=True)

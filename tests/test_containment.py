@@ -258,3 +258,32 @@ def test_unprivileged_user_is_confined_too() -> None:
     tcp.close()
     assert not Path(f"/tmp/atenforge_unpriv_{job.name}").exists()
     shutil.rmtree(job, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- reporting and refusing
+
+
+def test_run_json_environment_says_how_far_candidates_are_confined() -> None:
+    from evaluator.runfolder import environment_info
+
+    assert environment_info("cpu")["containment"] == confine.probe().label
+    assert environment_info("cpu", confine=False)["containment"].startswith("off")
+
+
+def test_require_containment_refuses_to_run_unconfined(tmp_path: Path) -> None:
+    """`--require-containment` with confinement unavailable (here: switched off in the config)
+    stops before any candidate runs: one line, exit 2, no run folder."""
+    config = tmp_path / "unconfined.toml"
+    config.write_text("[eval.sandbox]\nconfine = false\n")
+    kernels = tmp_path / "kernels"
+    shutil.copytree(ROOT / "tests/fixtures/kernels/corpus/relu__default", kernels / "relu__default")
+    proc = subprocess.run(
+        [sys.executable, "-m", "agent.run", "--evaluate-only", "--ops", "relu.default",
+         "--kernels-dir", str(kernels), "--config", str(config), "--log-dir", str(tmp_path / "logs"),
+         "--device", "cpu", "--require-containment"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--require-containment" in lines[0] and "off" in lines[0], lines
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
