@@ -45,12 +45,38 @@ _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _CAP_SETPCAP = 8
 _CAP_VERSION_3 = 0x20080522
-_NAMESPACE_FLAGS = (0x80, 0x20000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+_NAMESPACE_FLAGS = (
+    0x80,
+    0x20000,
+    0x02000000,
+    0x04000000,
+    0x08000000,
+    0x10000000,
+    0x20000000,
+    0x40000000,
+)
 _DENIED_SYSCALLS = (
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace", "process_vm_readv",
-    "process_vm_writev", "pidfd_getfd", "unshare", "setns", "mount", "umount2", "pivot_root",
-    "chroot", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-    "open_by_handle_at", "name_to_handle_at",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "open_by_handle_at",
+    "name_to_handle_at",
 )
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -326,3 +352,9 @@ def probe() -> ContainmentStatus:
             " no process cap)"
         )
     return status
+
+
+if __name__ == "__main__":
+    from evaluator.confine_check import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -82,7 +82,9 @@ def abi_version() -> int:
     """The kernel's Landlock ABI, 0 when Landlock is missing or disabled."""
     try:
         return _syscall(
-            ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
+            ctypes.c_long(_SYS_CREATE_RULESET),
+            None,
+            ctypes.c_size_t(0),
             ctypes.c_uint32(_CREATE_RULESET_VERSION),
         )
     except OSError:
@@ -125,7 +127,9 @@ def restrict(read: list[str], write: list[str], devices: list[str]) -> Applied:
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
         size = 24
     ruleset = _syscall(
-        ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
+        ctypes.c_long(_SYS_CREATE_RULESET),
+        ctypes.byref(attr),
+        ctypes.c_size_t(size),
         ctypes.c_uint32(0),
     )
     skipped: list[str] = []
@@ -154,8 +158,11 @@ def _add_path(ruleset: int, path: str, rights: int) -> bool:
             rights &= _FILE_ONLY  # directory rights on a file are refused (EINVAL)
         rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
         _syscall(
-            ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-            ctypes.byref(rule), ctypes.c_uint32(0),
+            ctypes.c_long(_SYS_ADD_RULE),
+            ctypes.c_int(ruleset),
+            ctypes.c_int(_RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
         )
         return True
     except OSError:

@@ -27,10 +27,18 @@ _PATH_EVENTS = {
     "os.chown": 0, "os.utime": 0, "os.mknod": 0, "os.mkfifo": 0,
 }  # fmt: skip
 _TWO_PATH_EVENTS = {"os.rename", "os.link", "os.symlink"}
-_SOCKET_EVENTS = {"socket.__new__", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"}
+_SOCKET_EVENTS = {
+    "socket.__new__",
+    "socket.connect",
+    "socket.bind",
+    "socket.sendto",
+    "socket.sendmsg",
+}
 _SIGNAL_EVENTS = {"os.kill", "os.killpg"}
 _LIST_EVENTS = {"os.listdir", "os.scandir"}
-_WATCHED = {"open"} | _LIST_EVENTS | set(_PATH_EVENTS) | _TWO_PATH_EVENTS | _SOCKET_EVENTS | _SIGNAL_EVENTS
+_WATCHED = (
+    {"open"} | _LIST_EVENTS | set(_PATH_EVENTS) | _TWO_PATH_EVENTS | _SOCKET_EVENTS | _SIGNAL_EVENTS
+)
 _PROC_PID = re.compile(r"^/proc/(\d+)(/|$)")
 
 
@@ -114,9 +122,7 @@ class ViolationWatch:
         if text == "/proc" or match and match.group(1) not in (self.proc_pid, str(os.getpid())):
             self._flag("proc", f"open({text!r})")
             return
-        if self._under(text, self.private) and not self._under(
-            text, self.readable + self.writable
-        ):
+        if self._under(text, self.private) and not self._under(text, self.readable + self.writable):
             self._flag("read", f"open({text!r})")
 
     @staticmethod

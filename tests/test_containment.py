@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import uuid
 from pathlib import Path
 
@@ -32,10 +31,9 @@ NEEDS_FULL = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory: pytest.TempPathFactory):
-    """Judge every hostile kernel once (fork mode), with live TCP and UDP listeners."""
-    tmp = tmp_path_factory.mktemp("containment")
+def _judge_hostile(tmp: Path, mode: str, names: list[str]) -> dict:
+    """Judge hostile kernels in one evaluation (a subprocess holding a fake API key), each
+    followed by an honest one, with live TCP and UDP listeners and a decoy process to signal."""
     kernels = tmp / "kernels" / "add__Tensor"
     kernels.mkdir(parents=True)
     original = "def add__Tensor_kernel_impl(a, b, alpha=1):\n    raise NotImplementedError\n"
@@ -45,6 +43,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory):
     tcp.listen(8)
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
+    decoy = subprocess.Popen(["sleep", "600"])
     probe_id = uuid.uuid4().hex[:12]
     env = dict(os.environ)
     env |= {
@@ -54,15 +53,26 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory):
         "ATENFORGE_PROBE_TCP": str(tcp.getsockname()[1]),
         "ATENFORGE_PROBE_UDP": str(udp.getsockname()[1]),
         "ATENFORGE_PROBE_DIR": str(tmp / "kernels"),
+        "ATENFORGE_PROBE_PID": str(decoy.pid),
     }
-    files = sorted(str(p) for p in HOSTILE.glob("*.py"))
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests/containment_driver.py"), "fork", str(tmp / "s"), *files],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    files = [str(HOSTILE / f"{name}.py") for name in names]
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tests/containment_driver.py"),
+                mode,
+                str(tmp / "s"),
+                *files,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        decoy_survived = decoy.poll() is None
+    finally:
+        decoy.kill()
     assert proc.returncode == 0, proc.stderr[-3000:]
     verdicts = {row["kernel"]: row for row in json.loads(proc.stdout.splitlines()[-1])}
     tcp.setblocking(False)
@@ -78,16 +88,29 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory):
         udp_saw = None
     tcp.close()
     udp.close()
-    yield {
+    for path in (
+        Path.home() / f"atenforge_pwned_{probe_id}",
+        Path(f"/tmp/atenforge_pwned_{probe_id}"),
+    ):
+        if path.exists():
+            path.unlink()
+            raise AssertionError(f"a hostile kernel wrote {path}")
+    return {
         "verdicts": verdicts,
         "probe_id": probe_id,
         "kernel_file": kernels / "add__Tensor_implementation_v1.py",
         "original": original,
         "tcp_saw": tcp_saw,
         "udp_saw": udp_saw,
+        "decoy_survived": decoy_survived,
     }
-    for path in (Path.home() / f"atenforge_pwned_{probe_id}", Path(f"/tmp/atenforge_pwned_{probe_id}")):
-        path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Every hostile kernel, judged once by the fork server."""
+    names = sorted(p.stem for p in HOSTILE.glob("*.py"))
+    return _judge_hostile(tmp_path_factory.mktemp("containment"), "fork", names)
 
 
 def _check(run: dict, kernel: str, status: str, flag: str | None) -> dict:
@@ -151,6 +174,25 @@ def test_memory_hog_is_an_error(hostile_run: dict) -> None:
     assert "allocate memory" in row["reason"], row["reason"]
 
 
+@NEEDS_FULL
+@pytest.mark.slow
+def test_signals_to_outside_processes_are_blocked(hostile_run: dict) -> None:
+    _check(hostile_run, "signal_outside", "rejected", "sandbox_violation:signal")
+    assert hostile_run["decoy_survived"]
+
+
+@NEEDS_FULL
+@pytest.mark.slow
+def test_fresh_interpreter_mode_is_confined_the_same_way(tmp_path: Path) -> None:
+    """`eval.sandbox.mode = "fresh"` starts candidates through `python -m evaluator.harness`."""
+    run = _judge_hostile(tmp_path, "fresh", ["read_environ", "escaped_grandchild", "write_tmp"])
+    row = _check(run, "read_environ", "rejected", "sandbox_violation:proc")
+    assert SECRET not in row["stdout"]
+    _check(run, "write_tmp", "rejected", "sandbox_violation:write")
+    row = _check(run, "escaped_grandchild", "rejected", "sandbox_violation:process")
+    assert row["escaped_pids"] and not any(_alive(int(p)) for p in row["escaped_pids"])
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -161,103 +203,41 @@ def _alive(pid: int) -> bool:
 
 # ---------------------------------------------------------------- as an unprivileged user
 
-_UNPRIVILEGED = textwrap.dedent(
-    """
-    import json, os, socket, sys, types
-    sys.path.insert(0, sys.argv[1])
-    from evaluator import confine, confine_tree
-    job, ancestor = sys.argv[2], int(sys.argv[3])
-    events = []
-
-    def candidate():
-        limits = types.SimpleNamespace(max_data_mib=1024, max_open_files=256, max_file_mib=64,
-                                       max_processes=301)
-        status = confine.confine_current_process(confine.build_policy(job, "cpu", limits), events.append)
-        seen = {"missing": status.missing}
-        try:
-            seen["environ"] = open(f"/proc/{ancestor}/environ", "rb").read().decode(errors="replace")
-        except OSError as exc:
-            seen["environ"] = type(exc).__name__
-        for name, path in (("tmp", "/tmp/atenforge_unpriv_" + os.path.basename(job)),
-                           ("job", os.path.join(job, "ok.txt"))):
-            try:
-                open(path, "w").write("x")
-                seen[name] = "written"
-            except OSError as exc:
-                seen[name] = type(exc).__name__
-        try:
-            socket.create_connection(("127.0.0.1", int(sys.argv[4])), timeout=2)
-            seen["tcp"] = "connected"
-        except OSError as exc:
-            seen["tcp"] = type(exc).__name__
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                open(os.path.join(job, "escaped.pid"), "w").write(os.readlink("/proc/self"))
-                import time; time.sleep(300)
-            os._exit(0)
-        os.wait()
-        import time
-        while not os.path.exists(os.path.join(job, "escaped.pid")):
-            time.sleep(0.01)
-        seen["kinds"] = sorted(e["kind"] for e in events)
-        open(os.path.join(job, "seen.json"), "w").write(json.dumps(seen))
-        return 0
-
-    def report(event):
-        open(os.path.join(job, "tree.json"), "a").write(json.dumps(event) + "\\n")
-
-    confine_tree.run_contained(candidate, 301, report)
-    """
-)
-
 
 @pytest.mark.slow
 def test_unprivileged_user_is_confined_too() -> None:
-    """The same exploits as uid 65534 (no capabilities to drop: Landlock, the user namespace and
-    the PID namespace carry the weight). Uses a system python, as the test's own interpreter may
-    live where that user cannot read."""
-    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), None)
+    """`python -m evaluator.confine --check` as uid 65534: no capabilities to drop, so Landlock,
+    seccomp and the user + PID namespaces carry the weight. A decoy process of the same user
+    holds a fake secret; every attempt (its environ, $HOME, /tmp, TCP, UDP, a signal to it, an
+    escaped grandchild) must be blocked. Uses a system python3 with pyseccomp copied next to the
+    project, as the test's own interpreter may live where that user cannot read."""
+    import pyseccomp
+
+    python = next(
+        (p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), None
+    )
     if os.geteuid() != 0 or not shutil.which("setpriv") or python is None:
         pytest.skip("needs root (to switch to uid 65534), setpriv and a system python3")
-    probe = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", "import ctypes"],
-        capture_output=True,
-    )
-    if probe.returncode != 0:
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if subprocess.run([*as_nobody, python, "-c", "import ctypes"], capture_output=True).returncode:
         pytest.skip(f"uid 65534 cannot run {python}")
-    job = Path(tempfile.mkdtemp(prefix="atenforge_unpriv_"))  # tmp_path's parents are private
-    os.chmod(job, 0o777)
-    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tcp.bind(("127.0.0.1", 0))
-    tcp.listen(8)
-    ancestor = subprocess.Popen(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"],
-        env={"OPENAI_API_KEY": SECRET, "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-    )
+    deps = Path(tempfile.mkdtemp(prefix="atenforge_unpriv_"))  # tmp_path's parents are private
     try:
+        shutil.copy(pyseccomp.__file__, deps)
+        os.chmod(deps, 0o755)
+        env = {"PATH": os.defpath, "HOME": "/nonexistent", "PYTHONPATH": f"{ROOT}:{deps}"}
         proc = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c",
-             _UNPRIVILEGED, str(ROOT), str(job), str(ancestor.pid), str(tcp.getsockname()[1])],
-            capture_output=True, text=True, timeout=120, cwd=job,
+            [*as_nobody, python, "-m", "evaluator.confine", "--check", "--json"],
+            capture_output=True, text=True, timeout=120, cwd="/", env=env,
         )  # fmt: skip
     finally:
-        ancestor.kill()
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    seen = json.loads((job / "seen.json").read_text())
-    assert SECRET not in seen["environ"], seen
-    assert seen["tmp"] == "PermissionError" and seen["job"] == "written", seen
-    assert seen["tcp"] == "PermissionError", seen
-    assert {"proc", "write", "network"} <= set(seen["kinds"]), seen
-    tree = [json.loads(line) for line in (job / "tree.json").read_text().splitlines()]
-    assert [e["kind"] for e in tree] == ["process"]
-    assert not _alive(int((job / "escaped.pid").read_text()))
-    tcp.setblocking(False)
-    with pytest.raises(BlockingIOError):
-        tcp.accept()
-    tcp.close()
-    assert not Path(f"/tmp/atenforge_unpriv_{job.name}").exists()
-    shutil.rmtree(job, ignore_errors=True)
+        shutil.rmtree(deps, ignore_errors=True)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-2000:])
+    result = json.loads(proc.stdout)
+    assert result["containment"] == "full", result
+    assert result["_missing"] == [], result
+    assert {"network", "proc", "signal", "write"} <= set(result["_violations"]), result
+    assert result["_tree"], "the leftover grandchild was not reported"
 
 
 # ---------------------------------------------------------------- reporting and refusing
