@@ -151,7 +151,8 @@ def build_policy(job_dir: str, device: str, limits: Any) -> Policy:
     devices = ["/dev/null"]
     if device == "cuda":
         # The CUDA driver: its device files (ioctl), its /proc and sysfs entries.
-        read += ["/proc/driver/nvidia", "/sys", "/usr/local/cuda", "/opt/nvidia", "/etc/nvidia"]
+        read += ["/proc/driver/nvidia", "/proc/devices", "/proc/modules", "/sys"]
+        read += ["/usr/local/cuda", "/opt/nvidia", "/etc/nvidia"]
         devices += _gpu_devices()
     write = [job_dir]
     for var in ("TRITON_CACHE_DIR", "CUDA_CACHE_PATH"):

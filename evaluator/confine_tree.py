@@ -1,23 +1,23 @@
-"""Every process a candidate starts dies with it: a PID namespace per candidate, a reaper at its root.
+"""Every process a candidate starts dies with it: a PID namespace per candidate, the candidate its init.
 
 Contract: `run_contained(target, max_processes, report)` is called in a sandbox process S (a
 fork-server child or `python -m evaluator.harness`) and never returns: S ends as the candidate
-ended (same exit code, or killed by the same signal). Inside:
-
-    S (relay, outside) -> I (pid 1 of a new PID namespace: trusted reaper) -> C (the candidate)
-
-- I caps the namespace at `max_processes` pids (the namespace's own `pid_max`, Linux >= 6.14),
-  so a fork bomb stops there, for root as for any user (RLIMIT_NPROC does not bind uid 0).
-- Every orphan in the namespace (a `setsid()` + fork grandchild included) becomes I's child. When
-  C ends, I reports any process still alive to `report` as a violation, then exits; the kernel
-  kills whatever is left in the namespace. If S is killed (the sandbox's time limit kills S's
-  process group, which I belongs to), I gets SIGKILL too (same group, and PDEATHSIG), with the
-  same effect.
+ended (same exit code, or killed by the same signal). S forks the candidate C as pid 1 of a new
+PID namespace:
+- C caps the namespace at `max_processes` pids (the namespace's own `pid_max`, Linux >= 6.14)
+  before running `target`, so a fork bomb stops there, for root as for any user (RLIMIT_NPROC
+  does not bind uid 0).
+- Every orphan in the namespace (a `setsid()` + fork grandchild included) becomes C's child; when
+  `target` returns, C reports the children still alive to `report` as a violation. When C ends,
+  however it ends (a time-limit SIGKILL of its process group included), the kernel kills every
+  process left in the namespace: nothing a candidate starts outlives it.
+- As init, C ignores signals it sends itself whose action is the default (kill(getpid(), SIGTERM)
+  does nothing); faults (SIGSEGV, SIGBUS, ...) still end it. Signals from outside work.
 - Root creates the namespace directly; another user creates a user namespace first (mapped to
   the same uid, so files keep their owners), when the kernel allows unprivileged ones.
-- Where neither works, I is a child subreaper instead: orphans still come to I, which kills them
-  when C ends; a process that left the group survives a time-limit kill in that case, and the
-  process cap is missing. `tree_mode()` says which case the machine is in.
+- Where neither works, S is a child subreaper instead: orphans come to S, which reports and kills
+  them when C ends; a process that left the group survives a time-limit kill in that case, and
+  the process cap is missing. `tree_mode()` says which case the machine is in.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +32,6 @@ from typing import Any
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
-_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _LEFTOVER_GRACE_S = 0.05
 
@@ -92,23 +90,23 @@ def run_contained(
     max_processes: int,
     report: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
-    """Run `target` (returns an exit code) as C under a reaper I; end S as C ended."""
+    """Run `target` (returns an exit code) as C, pid 1 of a new PID namespace; end S as C ended."""
     try:
         _unshare_pid_namespace()
         namespace = True
     except OSError:
         namespace = False
-    status_r, status_w = os.pipe()
-    init = os.fork()
-    if init == 0:
-        os.close(status_r)
-        _reaper(target, namespace, max_processes, report, status_w)
-    os.close(status_w)
-    _, init_status = os.waitpid(init, 0)
-    data = os.read(status_r, 4)
-    if len(data) == 4:
-        _end_like(struct.unpack("i", data)[0])
-    _end_like(init_status)
+        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    child = os.fork()
+    if child == 0:
+        _candidate(target, namespace, max_processes, report)
+    if namespace:
+        _, status = os.waitpid(child, 0)
+    else:
+        status = _wait_for(child)
+        _report_leftovers(report)
+        _kill_children()
+    _end_like(status)
 
 
 def _end_like(status: int) -> None:
@@ -121,42 +119,37 @@ def _end_like(status: int) -> None:
     os._exit(code)
 
 
-def _reaper(
+def _candidate(
     target: Callable[[], int],
     namespace: bool,
     max_processes: int,
     report: Callable[[dict[str, Any]], None] | None,
-    status_w: int,
 ) -> None:
+    code = 70
     try:
-        _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if namespace:
             try:
                 with open("/proc/sys/kernel/pid_max", "w") as fh:
                     fh.write(str(max_processes))
             except OSError:
                 pass  # older kernels share pid_max with the host: no cap, reported by probe()
-        else:
-            _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        child = os.fork()
-        if child == 0:
-            os.close(status_w)
-            os._exit(exit_code_of(target))
-        child_status = _wait_for(child)
-        alive = _drain_children(_LEFTOVER_GRACE_S)
-        if alive and report is not None:
-            report(
-                {
-                    "event": "violation",
-                    "kind": "process",
-                    "detail": f"{alive} process(es) outlived the candidate",
-                }
-            )
-        if not namespace:
-            _kill_children()
-        os.write(status_w, struct.pack("i", child_status))
+        code = exit_code_of(target)
+        if namespace:
+            _report_leftovers(report)
     finally:
-        os._exit(0)
+        os._exit(code)
+
+
+def _report_leftovers(report: Callable[[dict[str, Any]], None] | None) -> None:
+    alive = _drain_children(_LEFTOVER_GRACE_S)
+    if alive and report is not None:
+        report(
+            {
+                "event": "violation",
+                "kind": "process",
+                "detail": f"{alive} process(es) outlived the candidate's work",
+            }
+        )
 
 
 def _wait_for(child: int) -> int:

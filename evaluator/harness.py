@@ -514,10 +514,12 @@ class Judge:
         if self.cfg.sandbox.confine:  # trusted setup is over: confine before the kernel loads
             from evaluator import confine
 
+            began = time.monotonic()
             job_dir = os.path.dirname(os.path.abspath(self.spec["results_path"]))
             policy = confine.build_policy(job_dir, self.device, self.cfg.sandbox)
             status = confine.confine_current_process(policy, self.out.write)
-            self.out.write({"event": "confined", "containment": status.label})
+            took = round(time.monotonic() - began, 4)
+            self.out.write({"event": "confined", "containment": status.label, "took_s": took})
         fn = self.load_kernel()
         if fn is None:
             self.out.write({"event": "done"})

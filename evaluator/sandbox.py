@@ -8,12 +8,18 @@ What the isolation covers:
 - a segfault, a hang (the whole process group is killed at the per-test or per-operator limit),
   `sys.exit`/`os._exit`, an exception at import or a lost CUDA context ends only that candidate's
   run; tests already finished keep their results (the child writes one JSON line per event);
-- the fork server never initialises CUDA; each child creates its own context.
-What it does NOT cover: it is not a security boundary against a malicious process. The child runs
-as the same user, can read files that user can read, can use the network if the machine has one,
-and could write forged result lines; resource use (memory, disk, GPU memory) is not capped beyond
-the time limits. Run atenforge in a container or VM when the model producing kernels is not trusted
-with your account.
+- the fork server never initialises CUDA; each child creates its own context;
+- each candidate is confined at the OS level before its kernel module is imported
+  (`evaluator.confine`, docs/SANDBOX.md): writes only to its scratch directory and the Triton and
+  CUDA caches, reads only what Python, torch, Triton and the CUDA driver need, no sockets, no
+  capabilities, no view of other processes' /proc entries, no signals outside its sandbox, caps
+  on memory, open files, file size and processes, and every process it starts dies with it (a
+  PID namespace per candidate). Attempts to leave are reported as `sandbox_violation:<kind>`.
+What it does NOT cover: the candidate still runs in the same process as the harness that checks
+it, so it can tamper with what that process writes (guards detect known tampering); a GPU can be
+hogged within the time limits and GPU memory is not capped; timing and cache side channels stay
+open; the Triton cache is shared by candidates. `run.json` says how much of the confinement this
+machine offers (`containment: full | partial (...)`).
 """
 
 from __future__ import annotations

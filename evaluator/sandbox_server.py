@@ -55,8 +55,15 @@ def serve() -> None:
     import torch  # pre-import: this is what the children inherit
     import triton  # noqa: F401
 
+    import evaluator.confine  # noqa: F401
+    import evaluator.confine_watch  # noqa: F401
     import evaluator.harness  # noqa: F401
     import evaluator.timing  # noqa: F401
+
+    try:
+        import pyseccomp  # noqa: F401 - loading libseccomp costs a child 20 ms
+    except (ImportError, OSError):
+        pass  # reported as missing by evaluator.confine.probe()
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         import triton.runtime.interpreter  # noqa: F401
