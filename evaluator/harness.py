@@ -5,7 +5,8 @@ that decides. Order matters:
 1. install the launch counter, the harness snapshot and materialise every case; compute eager
    references on pristine copies BEFORE the kernel module is imported (so nothing the kernel does at
    import time can change the reference);
-2. import the kernel with `os.environ` watched for secret probes;
+2. confine the process (`evaluator.confine`: files, network, capabilities, limits), then import
+   the kernel with `os.environ` watched for secret probes;
 3. per case: call the kernel on seed A, seed B, then seed A again, each on fresh copies, under the
    ATen dispatch trace; check launches, compute ops, input mutation, harness identity, values,
    staleness (B answered with A's result, or A's buffer overwritten by B) and determinism;
@@ -520,6 +521,10 @@ class Judge:
             status = confine.confine_current_process(policy, self.out.write)
             took = round(time.monotonic() - began, 4)
             self.out.write({"event": "confined", "containment": status.label, "took_s": took})
+            if self.cfg.sandbox.require_containment and not status.full:
+                raise RuntimeError(
+                    f"containment is {status.label} (eval.sandbox.require_containment)"
+                )
         fn = self.load_kernel()
         if fn is None:
             self.out.write({"event": "done"})
