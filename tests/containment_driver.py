@@ -28,6 +28,7 @@ def main() -> None:
     cfg.sandbox.test_timeout_s = 30
     cfg.sandbox.max_processes = 301
     cfg.sandbox.max_data_mib = 2048
+    cfg.sandbox.max_file_mib = 64
     out = []
     with Sandbox(cfg, "cpu", scratch_root=scratch) as box:
         for kernel in kernels:
@@ -44,6 +45,9 @@ def main() -> None:
                     "reason": bad.reason,
                     "stdout": (job / "stdout.txt").read_text(errors="replace"),
                     "escaped_pids": pids.read_text().split() if pids.exists() else [],
+                    "fill_bytes": (job / "fill.bin").stat().st_size
+                    if (job / "fill.bin").exists()
+                    else 0,
                     "next_status": str(honest.status),
                     "next_reason": honest.reason,
                 }

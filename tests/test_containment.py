@@ -45,6 +45,8 @@ def _judge_hostile(tmp: Path, mode: str, names: list[str]) -> dict:
     udp.bind(("127.0.0.1", 0))
     decoy = subprocess.Popen(["sleep", "600"])
     probe_id = uuid.uuid4().hex[:12]
+    home_secret = Path.home() / f".atenforge_probe_{probe_id}"
+    home_secret.write_text(SECRET)
     env = dict(os.environ)
     env |= {
         "OPENAI_API_KEY": SECRET,
@@ -73,6 +75,7 @@ def _judge_hostile(tmp: Path, mode: str, names: list[str]) -> dict:
         decoy_survived = decoy.poll() is None
     finally:
         decoy.kill()
+        home_secret.unlink()
     assert proc.returncode == 0, proc.stderr[-3000:]
     verdicts = {row["kernel"]: row for row in json.loads(proc.stdout.splitlines()[-1])}
     tcp.setblocking(False)
@@ -131,6 +134,13 @@ def test_ancestor_environ_is_unreadable(hostile_run: dict) -> None:
 
 @NEEDS_FULL
 @pytest.mark.slow
+def test_private_files_in_home_are_unreadable(hostile_run: dict) -> None:
+    row = _check(hostile_run, "read_home", "rejected", "sandbox_violation:read")
+    assert SECRET not in row["stdout"] and "LEAKED" not in row["stdout"]
+
+
+@NEEDS_FULL
+@pytest.mark.slow
 def test_writes_outside_the_scratch_dir_are_denied(hostile_run: dict) -> None:
     probe_id = hostile_run["probe_id"]
     _check(hostile_run, "write_home", "rejected", "sandbox_violation:write")
@@ -172,6 +182,27 @@ def test_fork_bomb_stops_at_the_process_cap(hostile_run: dict) -> None:
 def test_memory_hog_is_an_error(hostile_run: dict) -> None:
     row = _check(hostile_run, "memory_hog", "error", "exception")
     assert "allocate memory" in row["reason"], row["reason"]
+
+
+@NEEDS_FULL
+@pytest.mark.slow
+def test_disk_fill_stops_at_the_file_size_cap(hostile_run: dict) -> None:
+    row = _check(hostile_run, "disk_fill", "error", "exception")
+    assert "File too large" in row["reason"], row["reason"]
+    assert row["fill_bytes"] <= 64 << 20
+
+
+def test_agent_process_is_not_dumpable() -> None:
+    """What `agent.run` does first: other processes of the user lose its /proc/<pid>/environ."""
+    code = (
+        "import ctypes; from evaluator.confine import make_undumpable; make_undumpable(); "
+        "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"  # PR_GET_DUMPABLE
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "0"
+    assert "make_undumpable()" in (ROOT / "agent/run.py").read_text()
 
 
 @NEEDS_FULL
