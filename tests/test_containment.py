@@ -298,3 +298,49 @@ def test_require_containment_refuses_to_run_unconfined(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--require-containment" in lines[0] and "off" in lines[0], lines
     assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
+
+
+_NO_NAMESPACE = """
+import json, os, sys, time
+from evaluator import confine_tree
+job = sys.argv[1]
+
+
+def no_namespaces():  # as on a machine where unprivileged user namespaces are disabled
+    raise OSError(1, "Operation not permitted")
+
+
+def target():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open(os.path.join(job, "pid"), "w").write(str(os.getpid()))
+            time.sleep(300)
+        os._exit(0)
+    os.wait()
+    while not os.path.exists(os.path.join(job, "pid")):
+        time.sleep(0.01)
+    return 3
+
+
+def report(event):
+    open(os.path.join(job, "report"), "a").write(json.dumps(event) + "\\n")
+
+
+confine_tree._unshare_pid_namespace = no_namespaces
+confine_tree.run_contained(target, 400, report)
+"""
+
+
+def test_without_a_pid_namespace_the_subreaper_still_reports_and_kills_escapees(
+    tmp_path: Path,
+) -> None:
+    """The fallback: the sandbox process becomes a child subreaper, so a setsid() grandchild
+    comes back to it when the candidate ends; it is reported and killed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_NAMESPACE, str(tmp_path)], cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 3  # the candidate's own exit code
+    events = [json.loads(line) for line in (tmp_path / "report").read_text().splitlines()]
+    assert [e["kind"] for e in events] == ["process"]
+    assert not _alive(int((tmp_path / "pid").read_text()))
