@@ -69,7 +69,9 @@ def clean_env(device: str, cache_dir: Path) -> dict[str, str]:
     else:
         env.pop("TRITON_INTERPRET", None)
     env["TRITON_CACHE_DIR"] = str(cache_dir)
-    env["CUDA_CACHE_PATH"] = str(cache_dir.parent / "cuda_cache")  # writable when confined
+    # Writable when confined; Triton's other dirs (dump, override) under the scratch dir too.
+    env["CUDA_CACHE_PATH"] = str(cache_dir.parent / "cuda_cache")
+    env["TRITON_HOME"] = str(cache_dir.parent)
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
