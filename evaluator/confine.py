@@ -298,6 +298,27 @@ def contain_job(spec_path: str, run: Callable[[], int]) -> None:
 
 # ---------------------------------------------------------------------------- probing
 
+_LIMIT_MARKERS = (
+    (
+        ("MemoryError", "can't allocate memory", "Cannot allocate memory"),
+        "max_data_mib",
+        "MiB of heap per process",
+    ),
+    (("File too large",), "max_file_mib", "MiB per file"),
+    (("Too many open files",), "max_open_files", "open files per process"),
+)
+
+
+def limit_hint(reason: str, sandbox: Any) -> str:
+    """The confinement limit an error message points at, as a note for the verdict's reason
+    ('' when none): the candidate met `sandbox.max_*`, not a fault of the machine."""
+    if not sandbox.confine:
+        return ""
+    for markers, key, unit in _LIMIT_MARKERS:
+        if any(marker in reason for marker in markers):
+            return f" (the sandbox allows {getattr(sandbox, key)} {unit}: eval.sandbox.{key})"
+    return ""
+
 
 def containment_label(enabled: bool) -> str:
     """For run.json and the summary: `full`, `partial (<what is missing>)` or `off (...)`."""

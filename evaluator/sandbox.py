@@ -310,6 +310,10 @@ class Sandbox:
                 outcome = self._run(job_id, spec_path, job_dir, results_path, len(cases), cancel)
             result = assemble(op, str(kernel_file), cases, outcome)
             result.phases_s["rerun_alone"] = 1.0
+        if result.status is Status.ERROR:
+            from evaluator.confine import limit_hint
+
+            result.reason += limit_hint(result.reason, self.config.sandbox)
         result.wall_s = time.monotonic() - started
         result.phases_s |= {"submit": round((outcome.state.begun_at or started) - started, 4)}
         result.phases_s |= outcome.state.phases()

@@ -182,6 +182,7 @@ def test_fork_bomb_stops_at_the_process_cap(hostile_run: dict) -> None:
 def test_memory_hog_is_an_error(hostile_run: dict) -> None:
     row = _check(hostile_run, "memory_hog", "error", "exception")
     assert "allocate memory" in row["reason"], row["reason"]
+    assert "eval.sandbox.max_data_mib" in row["reason"], row["reason"]
 
 
 @NEEDS_FULL
@@ -189,6 +190,7 @@ def test_memory_hog_is_an_error(hostile_run: dict) -> None:
 def test_disk_fill_stops_at_the_file_size_cap(hostile_run: dict) -> None:
     row = _check(hostile_run, "disk_fill", "error", "exception")
     assert "File too large" in row["reason"], row["reason"]
+    assert "eval.sandbox.max_file_mib" in row["reason"], row["reason"]
     assert row["fill_bytes"] <= 64 << 20
 
 
