@@ -77,6 +77,18 @@ class ResultWriter:
         os.write(self.fd, (json.dumps(event, default=str) + "\n").encode())
 
 
+def _confinement_functions() -> dict[str, tuple[Any, str]]:
+    """What reports a candidate's leftover processes and its attempts to leave confinement."""
+    from evaluator import confine_tree
+    from evaluator.confine_watch import ViolationWatch
+
+    names = ("exit_code_of", "_report_leftovers", "_drain_children", "_children")
+    out = {f"evaluator.confine_tree.{n}": (confine_tree, n) for n in names}
+    for n in ("_hook", "_check", "_flag", "_check_read", "_check_write", "_under"):
+        out[f"evaluator.confine_watch.ViolationWatch.{n}"] = (ViolationWatch, n)
+    return out
+
+
 def aten_overload(op: str) -> Any:
     base, overload = normalize_op(op).split(".", 1)
     return getattr(getattr(torch.ops.aten, base), overload)
@@ -197,6 +209,7 @@ class Judge:
             | {
                 "evaluator.checks.compare": (checks, "compare"),
                 "evaluator.checks._equal": (checks, "_equal"),
+                **_confinement_functions(),
                 **{
                     f"torch.Tensor.{name}": (torch.Tensor, name)
                     for name in HostEscapeWatch._METHODS

@@ -171,6 +171,14 @@ def test_escaped_grandchild_does_not_survive(hostile_run: dict) -> None:
 
 @NEEDS_FULL
 @pytest.mark.slow
+def test_silencing_the_leftover_report_is_tampering(hostile_run: dict) -> None:
+    row = _check(hostile_run, "silence_leftover_report", "rejected", "sandbox_violation:process")
+    assert any(f.startswith("harness_tampering:evaluator.confine_tree") for f in row["flags"]), row
+    assert row["escaped_pids"] and not any(_alive(int(p)) for p in row["escaped_pids"])
+
+
+@NEEDS_FULL
+@pytest.mark.slow
 def test_fork_bomb_stops_at_the_process_cap(hostile_run: dict) -> None:
     row = _check(hostile_run, "fork_bomb", "rejected", "sandbox_violation:process")
     assert "fork failed after" in row["stdout"], row["stdout"][-500:]
