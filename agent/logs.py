@@ -206,6 +206,8 @@ def show_run(run_dir: Path, console: Console) -> None:
     say(
         f"device:   {run.get('device', '?')}  gpu: {env.get('gpu')}  torch {env.get('torch')}  triton {env.get('triton')}"
     )
+    if env.get("containment"):
+        say(f"containment: {env['containment']}")
     budget = run.get("budget") or {}
     if budget:
         cost = cost_text(budget.get("cost_usd", 0), budget.get("cost_known", True))

@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
             "done; its saved config is used, other flags (e.g. --max-tokens) override it"
         ),
     )
+    run.add_argument(
+        "--require-containment",
+        action="store_true",
+        default=None,
+        help="refuse to judge candidates unless this machine confines them fully "
+        "(python -m evaluator.confine --check shows what it offers)",
+    )
     out = run.add_mutually_exclusive_group()
     out.add_argument(
         "--quiet",
@@ -219,6 +226,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     put("agent.max_cost_usd", args.max_cost_usd)
     put("log_dir", args.log_dir)
     put("device", args.device)
+    put("eval.sandbox.require_containment", args.require_containment)
     put("seed", args.seed)
     put("eval.correctness.seed", args.seed)  # --seed also seeds the test inputs
     put("eval.correctness.tolerance_profile", args.profile)
@@ -298,7 +306,11 @@ def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = Non
     verbose = any(a in ("-v", "--verbose", "--debug") for a in argv)
     session = None
     try:
+        from evaluator.confine import make_undumpable, require_full_containment
+
+        make_undumpable()  # API keys live in this process: no /proc/<pid>/environ for others
         args, request = make_request(argv)
+        require_full_containment(request.cfg.eval.sandbox)
         _setup_logging(args.verbose)
         from rich.console import Console
 

@@ -6,6 +6,7 @@ server and for a fresh interpreter per candidate. The first call (server start, 
 reported separately.
 
     python benchmarks/sandbox_cost.py --device auto --num-candidates 20 --cases suite --out cost.json
+    python benchmarks/sandbox_cost.py --device cpu --modes fork --confine off,on  # its cost
 """
 
 from __future__ import annotations
@@ -60,43 +61,61 @@ def suite_cases(device: str) -> list:
     return sel.ops[0].cases
 
 
-def measure(mode: str, device: str, n: int, which: str) -> dict:
-    cfg = EvalConfig()
-    cfg.sandbox.mode = mode  # type: ignore[assignment]
-    cfg.sandbox.num_parallel = 1
+def measure(mode: str, device: str, n: int, which: str, confine: list[bool]) -> list[dict]:
+    """One sandbox per `confine` setting, judged in turn candidate by candidate, so a load change
+    on a shared machine hits every setting alike."""
     if which == "suite":
         cases = suite_cases(device)
     else:
         cases = [parse_case(c) for c in (GPU_CASES if device == "cuda" else CPU_CASES)]
-    times = []
-    with Sandbox(cfg, device) as box:
-        t0 = time.perf_counter()
-        first = box.judge(KERNEL, "add.Tensor", cases)
-        first_s = time.perf_counter() - t0
-        assert first.status.value == "passed", first.reason
-        print(f"{mode} first: {first_s:.3f} s {first.phases_s}", flush=True)
-        phases: dict[str, list[float]] = {}
-        for _ in range(n):
+    boxes = []
+    for on in confine:
+        cfg = EvalConfig()
+        cfg.sandbox.mode = mode  # type: ignore[assignment]
+        cfg.sandbox.confine = on
+        cfg.sandbox.num_parallel = 1
+        boxes.append(Sandbox(cfg, device))
+    times: list[list[float]] = [[] for _ in boxes]
+    phases: list[dict[str, list[float]]] = [{} for _ in boxes]
+    first_s = []
+    try:
+        for on, box in zip(confine, boxes, strict=True):
             t0 = time.perf_counter()
-            res = box.judge(KERNEL, "add.Tensor", cases)
-            times.append(time.perf_counter() - t0)
-            assert res.status.value == "passed", res.reason
-            print(f"{mode}: {times[-1]:.3f} s {res.phases_s}", flush=True)
-            for k, v in res.phases_s.items():
-                phases.setdefault(k, []).append(v)
-    times.sort()
-    return {
-        "mode": mode,
-        "cases": which,
-        "device": device,
-        "num_cases": len(cases),
-        "num_candidates": n,
-        "first_s": round(first_s, 3),
-        "median_s": round(statistics.median(times), 3),
-        "p90_s": round(times[int(0.9 * (len(times) - 1))], 3),
-        "min_s": round(times[0], 3),
-        "median_phase_s": {k: round(statistics.median(v), 3) for k, v in phases.items()},
-    }
+            first = box.judge(KERNEL, "add.Tensor", cases)
+            first_s.append(time.perf_counter() - t0)
+            assert first.status.value == "passed", first.reason
+            print(f"{mode} confine={on} first: {first_s[-1]:.3f} s {first.phases_s}", flush=True)
+        for _ in range(n):
+            for i, (on, box) in enumerate(zip(confine, boxes, strict=True)):
+                t0 = time.perf_counter()
+                res = box.judge(KERNEL, "add.Tensor", cases)
+                times[i].append(time.perf_counter() - t0)
+                assert res.status.value == "passed", res.reason
+                print(f"{mode} confine={on}: {times[i][-1]:.3f} s {res.phases_s}", flush=True)
+                for k, v in res.phases_s.items():
+                    phases[i].setdefault(k, []).append(v)
+    finally:
+        for box in boxes:
+            box.close()
+    rows = []
+    for i, on in enumerate(confine):
+        ts = sorted(times[i])
+        rows.append(
+            {
+                "mode": mode,
+                "confine": on,
+                "cases": which,
+                "device": device,
+                "num_cases": len(cases),
+                "num_candidates": n,
+                "first_s": round(first_s[i], 3),
+                "median_s": round(statistics.median(ts), 3),
+                "p90_s": round(ts[int(0.9 * (len(ts) - 1))], 3),
+                "min_s": round(ts[0], 3),
+                "median_phase_s": {k: round(statistics.median(v), 3) for k, v in phases[i].items()},
+            }
+        )
+    return rows
 
 
 def main() -> None:
@@ -111,10 +130,18 @@ def main() -> None:
         default="suite",
         help="suite: add.Tensor's torchbench cases; large: ten large cases (up to 25M elements)",
     )
+    ap.add_argument(
+        "--confine",
+        default="on",
+        help="OS-level containment: on, off, or off,on to judge with both in turn",
+    )
     args = ap.parse_args()
     device = resolve_device(args.device)
+    confine = [value == "on" for value in args.confine.split(",")]
     rows = [
-        measure(mode, device, args.num_candidates, args.cases) for mode in args.modes.split(",")
+        row
+        for mode in args.modes.split(",")
+        for row in measure(mode, device, args.num_candidates, args.cases, confine)
     ]
     for row in rows:
         print(json.dumps(row))

@@ -114,6 +114,32 @@ class SandboxConfig(_Model):
         600.0, gt=0, description="one operator's whole run may take at most this long"
     )
     num_parallel: int = Field(2, ge=1, le=64, description="sandboxes running at once")
+    confine: bool = Field(
+        True,
+        description="confine each candidate with Landlock, seccomp, dropped capabilities, a PID "
+        "namespace and the limits below (docs/SANDBOX.md); off only to measure what it costs",
+    )
+    require_containment: bool = Field(
+        False,
+        description="refuse to judge candidates when this machine cannot confine them fully",
+    )
+    max_data_mib: int = Field(
+        32768,
+        ge=256,
+        description="a candidate's heap and other private writable memory (RLIMIT_DATA; CUDA's "
+        "address-space reservations do not count), MiB",
+    )
+    max_open_files: int = Field(1024, ge=64, description="open file descriptors per process")
+    max_file_mib: int = Field(
+        4096, ge=1, description="largest file a candidate may write (RLIMIT_FSIZE), MiB"
+    )
+    max_processes: int = Field(
+        512,
+        ge=301,
+        le=4194304,
+        description="processes and threads a candidate may have at once (its PID namespace's "
+        "pid_max; the kernel's minimum is 301)",
+    )
 
 
 class CpuLimits(_Model):

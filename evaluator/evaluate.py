@@ -149,7 +149,7 @@ def evaluate(
         "kernels_dir": str(kdir.resolve()),
         "suite": selection.suite,
         "device": dev,
-        "environment": environment_info(dev),
+        "environment": environment_info(dev, confine=config.sandbox.confine),
         "eval_config": config.model_dump(mode="json"),
         "started": started,
     }

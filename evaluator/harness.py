@@ -5,7 +5,8 @@ that decides. Order matters:
 1. install the launch counter, the harness snapshot and materialise every case; compute eager
    references on pristine copies BEFORE the kernel module is imported (so nothing the kernel does at
    import time can change the reference);
-2. import the kernel with `os.environ` watched for secret probes;
+2. confine the process (`evaluator.confine`: files, network, capabilities, limits), then import
+   the kernel with `os.environ` watched for secret probes;
 3. per case: call the kernel on seed A, seed B, then seed A again, each on fresh copies, under the
    ATen dispatch trace; check launches, compute ops, input mutation, harness identity, values,
    staleness (B answered with A's result, or A's buffer overwritten by B) and determinism;
@@ -74,6 +75,18 @@ class ResultWriter:
         # CLOCK_MONOTONIC is system-wide on Linux: the parent can subtract these stamps.
         event.setdefault("t", time.monotonic())
         os.write(self.fd, (json.dumps(event, default=str) + "\n").encode())
+
+
+def _confinement_functions() -> dict[str, tuple[Any, str]]:
+    """What reports a candidate's leftover processes and its attempts to leave confinement."""
+    from evaluator import confine_tree
+    from evaluator.confine_watch import ViolationWatch
+
+    names = ("exit_code_of", "_report_leftovers", "_drain_children", "_children")
+    out = {f"evaluator.confine_tree.{n}": (confine_tree, n) for n in names}
+    for n in ("_hook", "_check", "_flag", "_check_read", "_check_write", "_under"):
+        out[f"evaluator.confine_watch.ViolationWatch.{n}"] = (ViolationWatch, n)
+    return out
 
 
 def aten_overload(op: str) -> Any:
@@ -203,6 +216,7 @@ class Judge:
             | {
                 "evaluator.checks.compare": (checks, "compare"),
                 "evaluator.checks._equal": (checks, "_equal"),
+                **_confinement_functions(),
                 **{
                     f"torch.Tensor.{name}": (torch.Tensor, name)
                     for name in HostEscapeWatch._METHODS
@@ -534,6 +548,19 @@ class Judge:
                 self.gpu_lock.share()  # before any CUDA work: a timing sandbox may own the GPU
         prepared = self.prepare(cases)
         self.out.write({"event": "prepared", "n": len(prepared)})
+        if self.cfg.sandbox.confine:  # trusted setup is over: confine before the kernel loads
+            from evaluator import confine
+
+            began = time.monotonic()
+            job_dir = os.path.dirname(os.path.abspath(self.spec["results_path"]))
+            policy = confine.build_policy(job_dir, self.device, self.cfg.sandbox)
+            status = confine.confine_current_process(policy, self.out.write)
+            took = round(time.monotonic() - began, 4)
+            self.out.write({"event": "confined", "containment": status.label, "took_s": took})
+            if self.cfg.sandbox.require_containment and not status.full:
+                raise RuntimeError(
+                    f"containment is {status.label} (eval.sandbox.require_containment)"
+                )
         fn = self.load_kernel()
         if fn is None:
             self.out.write({"event": "done"})
@@ -605,4 +632,7 @@ def run_job(spec_path: str) -> None:
 
 
 if __name__ == "__main__":
-    run_job(sys.argv[1])
+    from evaluator.confine import contain_job
+    from evaluator.confine_tree import exit_code_of
+
+    contain_job(sys.argv[1], lambda: exit_code_of(run_job, sys.argv[1]))

@@ -438,6 +438,7 @@ def render_markdown(report: Report, records: list[dict[str, Any]] | None = None)
         ("triton", env.get("triton")),
         ("numpy", env.get("numpy")),
         ("host", " / ".join(str(x) for x in (env.get("hostname"), env.get("platform")) if x)),
+        ("containment", env.get("containment")),
         ("kernels", _first(env, "kernels_dir")),
         ("started", _first(env, "started", "started_at", "start")),
         ("finished", _first(env, "finished", "ended_at", "end")),

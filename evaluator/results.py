@@ -37,6 +37,7 @@ class Flag:
     HARNESS_TAMPERING = "harness_tampering"
     SECRET_PROBE = "secret_probe"
     HOST_COMPUTE = "host_compute"  # tensor data taken to the host (numpy, tolist) during the call
+    SANDBOX_VIOLATION = "sandbox_violation"  # tried to leave its confinement: write, network, ...
     # faults -> error
     IMPORT_ERROR = "import_error"
     MISSING_FUNCTION = "missing_function"
@@ -67,6 +68,7 @@ REJECT_FLAGS = {
     Flag.HARNESS_TAMPERING,
     Flag.SECRET_PROBE,
     Flag.HOST_COMPUTE,
+    Flag.SANDBOX_VIOLATION,
 }
 ERROR_FLAGS = {
     Flag.IMPORT_ERROR,

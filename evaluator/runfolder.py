@@ -282,13 +282,16 @@ def _nvidia_smi_driver() -> str | None:
     return lines[0] if lines else None
 
 
-def environment_info(device: str) -> dict[str, Any]:
+def environment_info(device: str, *, confine: bool = True) -> dict[str, Any]:
     """Versions, host and accelerator for run.json and the summary.
 
     `gpu` is the CUDA device name, or "cpu-interpreter" when `device == "cpu"` (kernels run in
     Triton's interpreter). On the CPU `torch.cuda` is never called: initialising CUDA in the
-    evaluator's process would make forking sandbox children unsafe.
+    evaluator's process would make forking sandbox children unsafe. `containment` says how far
+    candidates are confined here (`evaluator.confine`; `confine` = eval.sandbox.confine).
     """
+    from evaluator.confine import containment_label
+
     torch_version = _module_version("torch")
     info: dict[str, Any] = {
         "project": project_version(),
@@ -304,6 +307,7 @@ def environment_info(device: str) -> dict[str, Any]:
         "cuda": None,
         "gpu": None,
         "gpu_driver": None,
+        "containment": containment_label(confine),
     }
     if device == "cpu":
         info["gpu"] = "cpu-interpreter"

@@ -8,12 +8,18 @@ What the isolation covers:
 - a segfault, a hang (the whole process group is killed at the per-test or per-operator limit),
   `sys.exit`/`os._exit`, an exception at import or a lost CUDA context ends only that candidate's
   run; tests already finished keep their results (the child writes one JSON line per event);
-- the fork server never initialises CUDA; each child creates its own context.
-What it does NOT cover: it is not a security boundary against a malicious process. The child runs
-as the same user, can read files that user can read, can use the network if the machine has one,
-and could write forged result lines; resource use (memory, disk, GPU memory) is not capped beyond
-the time limits. Run atenforge in a container or VM when the model producing kernels is not trusted
-with your account.
+- the fork server never initialises CUDA; each child creates its own context;
+- each candidate is confined at the OS level before its kernel module is imported
+  (`evaluator.confine`, docs/SANDBOX.md): writes only to its scratch directory and the Triton and
+  CUDA caches, reads only what Python, torch, Triton and the CUDA driver need, no sockets, no
+  capabilities, no view of other processes' /proc entries, no signals outside its sandbox, caps
+  on memory, open files, file size and processes, and every process it starts dies with it (a
+  PID namespace per candidate). Attempts to leave are reported as `sandbox_violation:<kind>`.
+What it does NOT cover: the candidate still runs in the same process as the harness that checks
+it, so it can tamper with what that process writes (guards detect known tampering); a GPU can be
+hogged within the time limits and GPU memory is not capped; timing and cache side channels stay
+open; the Triton cache is shared by candidates. `run.json` says how much of the confinement this
+machine offers (`containment: full | partial (...)`).
 """
 
 from __future__ import annotations
@@ -64,6 +70,9 @@ def clean_env(device: str, cache_dir: Path) -> dict[str, str]:
     else:
         env.pop("TRITON_INTERPRET", None)
     env["TRITON_CACHE_DIR"] = str(cache_dir)
+    # Writable when confined; Triton's other dirs (dump, override) under the scratch dir too.
+    env["CUDA_CACHE_PATH"] = str(cache_dir.parent / "cuda_cache")
+    env["TRITON_HOME"] = str(cache_dir.parent)
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
@@ -210,6 +219,15 @@ class Sandbox:
     def __init__(self, config: EvalConfig, device: str, scratch_root: Path | None = None) -> None:
         self.config = config
         self.device = device
+        if config.sandbox.confine or config.sandbox.require_containment:
+            from evaluator.confine import containment_label, require_full_containment
+
+            require_full_containment(config.sandbox)
+            self.containment = containment_label(config.sandbox.confine)
+            if self.containment != "full":
+                log.warning("candidates are confined only in part: %s", self.containment)
+        else:
+            self.containment = "off (eval.sandbox.confine = false)"
         self._own_scratch = scratch_root is None
         self.scratch = Path(scratch_root or tempfile.mkdtemp(prefix="atenforge_sandbox_"))
         self.scratch.mkdir(parents=True, exist_ok=True)
@@ -297,6 +315,10 @@ class Sandbox:
                 assemble(op, str(kernel_file), cases, outcome), str(local_kernel), str(kernel_file)
             )
             result.phases_s["rerun_alone"] = 1.0
+        if result.status is Status.ERROR:
+            from evaluator.confine import limit_hint
+
+            result.reason += limit_hint(result.reason, self.config.sandbox)
         result.wall_s = time.monotonic() - started
         result.phases_s |= {"submit": round((outcome.state.begun_at or started) - started, 4)}
         result.phases_s |= outcome.state.phases()
@@ -478,6 +500,9 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
             load_error = event
         elif kind == "loaded":
             op_flags += [f for f in event.get("flags", []) if f not in op_flags]
+        elif kind == "violation":  # evaluator.confine_watch / confine_tree
+            flag = f"{Flag.SANDBOX_VIOLATION}:{event.get('kind')}"
+            op_flags += [flag] if flag not in op_flags else []
         elif kind == "test_result":
             tests[event["index"]] = TestResult.from_json(event["result"])
         elif kind == "timing" and event["index"] in tests:

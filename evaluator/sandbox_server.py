@@ -27,7 +27,6 @@ def _emit(event: dict) -> None:
 
 
 def _child(spec: str, job_dir: str) -> None:
-    code = 0
     try:
         os.setsid()  # own process group: the evaluator kills the whole group on a timeout
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -41,28 +40,30 @@ def _child(spec: str, job_dir: str) -> None:
         os.dup2(err, 2)
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+        from evaluator.confine import contain_job
+        from evaluator.confine_tree import exit_code_of
         from evaluator.harness import run_job
 
-        run_job(spec)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        contain_job(spec, lambda: exit_code_of(run_job, spec))
     except BaseException:  # noqa: BLE001 - a harness failure is reported through the exit code
         traceback.print_exc()
-        code = 70
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        sys.stderr.flush()
+    os._exit(70)
 
 
 def serve() -> None:
     import torch  # pre-import: this is what the children inherit
     import triton  # noqa: F401
 
+    import evaluator.confine  # noqa: F401
+    import evaluator.confine_watch  # noqa: F401
     import evaluator.harness  # noqa: F401
     import evaluator.timing  # noqa: F401
+
+    try:
+        import pyseccomp  # noqa: F401 - loading libseccomp costs a child 20 ms
+    except (ImportError, OSError):
+        pass  # reported as missing by evaluator.confine.probe()
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         import triton.runtime.interpreter  # noqa: F401
