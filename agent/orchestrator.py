@@ -91,7 +91,7 @@ class Parts:
     build_context: Callable[..., dict[str, Any]] | None = None  # agent.prompts.build_op_context
     format_feedback: Callable[..., str] | None = None  # agent.feedback.format_feedback
     estimate_cost: Callable[..., float | None] | None = None  # agent.providers.pricing
-    environment_info: Callable[[str], dict[str, Any]] | None = None  # evaluator.runfolder
+    environment_info: Callable[..., dict[str, Any]] | None = None  # evaluator.runfolder
     create_run_dir: Callable[[str | Path], Path] | None = None  # evaluator.runfolder
 
     def resolved(self, cfg: RunConfig) -> Parts:

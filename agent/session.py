@@ -328,7 +328,9 @@ class Session:
                 "started_at": _now(),
                 "ended_at": None,
                 "device": device,
-                "environment": self.parts.environment_info(device),
+                "environment": self.parts.environment_info(
+                    device, confine=self.cfg.eval.sandbox.confine
+                ),
                 "provider": None
                 if provider is None
                 else {"name": provider.name, "model": provider.model, "why": why},
