@@ -33,6 +33,7 @@ from agent.orchestrator import Generator, OpOutcome, Parts, workers_per_operator
 from agent.providers.base import Provider
 from agent.report_html import write_report_quietly
 from agent.runlog import RunLog, read_json
+from agent.speed import resolve_speed_rounds
 from evaluator.errors import UsageError
 from evaluator.naming import kernel_path, op_to_folder
 
@@ -114,6 +115,9 @@ class Session:
                     f"workers: 1 per operator, not {num_workers}: {provider.name} writes the same "
                     "code in every worker, so more would only judge the same file again"
                 )
+            speed_note = resolve_speed_rounds(self.cfg.agent.speed_rounds, device)[1]
+            if speed_note:
+                self.say(speed_note)
         self._write_start(device, provider, why, ops, previous)
         runlog.emit(
             "run_start",

@@ -131,6 +131,8 @@ class OperatorResult:
     results: list[TestResult] = field(default_factory=list)
     wall_s: float | None = None
     phases_s: dict[str, float] = field(default_factory=dict)  # sandbox phases, for cost analysis
+    # relative spread of geomean_speedup over repeated timings of this kernel, when measured
+    timing_noise: float | None = None
 
     @property
     def pass_rate(self) -> float:
