@@ -45,6 +45,7 @@ _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize
 _perf = time.perf_counter
 _gpu_wait = torch.cuda._sleep
+_torch_compile = torch.compile
 
 
 # Ops that read only part of an input (a table row per index, a slice, one log-probability per
@@ -296,16 +297,20 @@ def _exact_copy(value: Any) -> Any:
 
 
 def _argument_sets(
-    judge: Judge, fn: Any, item: Prepared, cfg: TimingConfig, sets: int | None = None
+    judge: Judge,
+    fn: Any,
+    item: Prepared,
+    cfg: TimingConfig,
+    sets: int | None = None,
+    reference: Any = None,
 ) -> tuple[list[_Call], list[_Call]]:
-    """Eager's and the kernel's calls, one per argument set: the case materialized once, every
-    other set an exact copy of it, so both sides and all sets get equal inputs (values and
-    layouts) in separate memory."""
+    """The reference's (eager's unless given) and the kernel's calls, one per argument set: the
+    case materialized once, every other set an exact copy of it, so both sides and all sets get
+    equal inputs (values and layouts) in separate memory."""
     n = rotation_sets(item.case.total_bytes(), cfg) if sets is None else sets
     args, kwargs = materialize(judge.op, item.case, "cuda", item.runs[0].seed + 1_000_003)
-    eager_fns = [
-        _Call(judge.packet, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n)
-    ]
+    ref = judge.packet if reference is None else reference
+    eager_fns = [_Call(ref, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n)]
     kernel_fns = [_Call(fn, list(args), kwargs)]
     kernel_fns += [_Call(fn, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n - 1)]
     return eager_fns, kernel_fns
@@ -380,6 +385,51 @@ def _measure_case(
     }
 
 
+_COMPILED: dict[Any, Any] = {}
+
+
+def _compiled(packet: Any) -> Any:
+    """The op compiled by torch.compile (Inductor), once per process; no compile workers."""
+    fn = _COMPILED.get(packet)
+    if fn is None:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1  # the sandbox child starts no worker processes
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return packet(*args, **kwargs)
+
+        fn = _COMPILED[packet] = _torch_compile(call, dynamic=False)
+    return fn
+
+
+def compile_baseline(
+    judge: Judge,
+    fn: Any,
+    item: Prepared,
+    flush: Callable[[], object],
+    wait_cycles: int,
+    floor_ms: float,
+) -> dict[str, Any]:
+    """torch.compile's time for one case, timed paired with the kernel on the same inputs (as
+    eager is): `compile_ms` and `speedup_vs_compile` (the kernel's time clamped at the floor as
+    for eager), or `compile_error` when Inductor could not compile or run it. Informational: it
+    never changes a verdict or a score."""
+    cfg = judge.cfg.timing
+    try:
+        compiled_fns, kernel_fns = _argument_sets(
+            judge, fn, item, cfg, reference=_compiled(judge.packet)
+        )
+        compiled_fns[0]()  # compiles for this case's shapes, outside the timed calls
+        _sync()
+        c_ms, k_ms, _, _, _ = timed_with_window(compiled_fns, kernel_fns, flush, cfg, wait_cycles)
+    except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is data
+        return {"compile_error": f"{type(exc).__name__}: {exc}"[:300]}
+    c_med = statistics.median(c_ms)
+    k_used = max(statistics.median(k_ms), floor_ms)
+    return {"compile_ms": c_med, "speedup_vs_compile": c_med / k_used if k_used > 0 else None}
+
+
 def time_tests(
     judge: Judge, fn: Any, prepared: list[Prepared]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -430,9 +480,13 @@ def time_tests(
             flags.append(Flag.SUSPICIOUS_SPEEDUP)
         if min(e_med, k_med) < 1.3 * max(empty_ms, cfg.empty_launch_ms):
             flags.append(Flag.OVERHEAD_DOMINATED)
+        extra = {}
+        if "compile" in cfg.baselines:
+            extra = compile_baseline(judge, fn, item, flush, wait_cycles, floor_ms)
         yield (
             i,
             {
+                **extra,
                 "eager_ms": e_med,
                 "empty_launch_ms": empty_ms,
                 "kernel_ms": k_used,
