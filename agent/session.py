@@ -34,6 +34,7 @@ from agent.providers.base import Provider
 from agent.report_html import write_report_quietly
 from agent.runlog import RunLog, read_json
 from agent.speed import resolve_speed_rounds
+from agent.speed_report import add_speed_to_reports
 from evaluator.errors import UsageError
 from evaluator.naming import kernel_path, op_to_folder
 
@@ -318,6 +319,8 @@ class Session:
             excluded=list(self._selection.excluded),
         )
         self.runlog.emit("evaluation_done", scores=getattr(report, "scores", None))
+        if report is not None and self.run_dir is not None:  # before/after speed rounds
+            add_speed_to_reports(self.runlog, [oc.op for oc in ops], report, self.run_dir)
         return report
 
     def _missing_report(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:

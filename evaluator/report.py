@@ -51,6 +51,7 @@ CSV_COLUMNS = [
     "flags",
     "skipped_tests",
     "reason",
+    "geomean_speedup_vs_compile",  # empty unless eval.timing.baselines has "compile"
 ]
 # fast_p thresholds (BackendBench / KernelBench): passed and faster than p x eager.
 FAST_P = {"fast_0": 0.0, "fast_1.0": 1.0, "fast_1.2": 1.2}
@@ -168,7 +169,7 @@ def write_reports(run_dir: str | Path, report: Report) -> dict[str, Path]:
     return paths
 
 
-_NUMERIC_OP_FIELDS = ("geomean_speedup", "wall_s")
+_NUMERIC_OP_FIELDS = ("geomean_speedup", "geomean_speedup_vs_compile", "wall_s")
 _NUMERIC_TEST_FIELDS = (
     "max_abs_error",
     "max_rel_error",
@@ -176,6 +177,8 @@ _NUMERIC_TEST_FIELDS = (
     "kernel_ms",
     "eager_ms",
     "floor_ms",
+    "compile_ms",
+    "speedup_vs_compile",
 )
 _TEST_FIELDS = {f.name for f in fields(TestResult)}
 
@@ -248,6 +251,13 @@ def _fmt_speedup(value: float | None) -> str:
     return "—" if value is None else f"{_fmt_float(value, '.2f')}×"
 
 
+def _speedup_cell(r: OperatorResult) -> str:
+    """The geomean speedup vs eager, and vs torch.compile when that baseline was timed."""
+    text = _fmt_speedup(_as_float(r.geomean_speedup))
+    vs_compile = _as_float(r.geomean_speedup_vs_compile)
+    return text if vs_compile is None else f"{text} ({vs_compile:.2f}× vs compile)"
+
+
 def _fmt_error(value: float | None) -> str:
     return "—" if value is None else _fmt_float(value, ".2e")
 
@@ -317,6 +327,7 @@ def render_csv(report: Report) -> str:
                 ";".join(r.flags),
                 r.skipped_tests,
                 " ".join(r.reason.split()),
+                _fmt_float(_as_float(r.geomean_speedup_vs_compile), ".4g"),
             ]
         )
     return buf.getvalue()
@@ -417,7 +428,7 @@ def render_markdown(report: Report) -> str:
             f"`{r.op}`",
             f"**{r.status}**" if r.status != Status.PASSED else str(r.status),
             _fmt_tests(r),
-            _fmt_speedup(_as_float(r.geomean_speedup)),
+            _speedup_cell(r),
             error_with_tolerance(r, correctness),
             _fmt_error(r.max_error("max_rel_error")),
             ", ".join(r.flags),

@@ -222,3 +222,28 @@ def test_cpu_run_keeps_the_first_passing_file_without_timing(tmp_path):
     result = Session(RunRequest(cfg=cfg, mode="generate"), make_parts(provider, judge)).run()
     assert decision(result)["speed"] is None
     assert judge.timed_calls == 0
+
+
+def test_reports_show_the_speedup_before_and_after_the_speed_rounds(tmp_path):
+    from agent_fakes import marker_evaluate
+
+    provider = QueueProvider().enqueue(
+        OP, 1, timed("pass", "1.0", "first"), timed("pass", "1.5", "faster")
+    )
+    cfg = config(tmp_path, num_workers=1, max_rounds=1, speed_rounds=1)
+    parts = make_parts(
+        provider,
+        TimedMarkerJudge(),
+        evaluate=marker_evaluate,
+        resolve_device=lambda device: "cuda",
+        environment_info=lambda device: {"gpu": "stub timer"},
+    )
+    result = Session(RunRequest(cfg=cfg, mode="full", argv=["--test"]), parts).run()
+    summary = (result.run_dir / "OVERALL_SUMMARY.md").read_text()
+    assert "speed rounds, `relu.default`: 1.000x -> 1.500x eager" in summary
+    assert "kept speed round 1, worker 1, stopped: rounds_done" in summary
+    rows = (result.run_dir / "speed_rounds.csv").read_text().splitlines()
+    assert rows[0].startswith("operator,speedup_before,speedup_after,gain")
+    assert rows[1].startswith("relu.default,1,1.5,1.5,")
+    full = json.loads((result.run_dir / "full_results.json").read_text())
+    assert any("1.000x -> 1.500x" in n for n in full["notes"])
