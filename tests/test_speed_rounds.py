@@ -247,3 +247,27 @@ def test_reports_show_the_speedup_before_and_after_the_speed_rounds(tmp_path):
     assert rows[1].startswith("relu.default,1,1.5,1.5,")
     full = json.loads((result.run_dir / "full_results.json").read_text())
     assert any("1.000x -> 1.500x" in n for n in full["notes"])
+
+
+def test_a_replayed_run_repeats_its_speed_rounds(tmp_path):
+    from agent.providers.replay import ReplayProvider
+
+    provider = QueueProvider().enqueue(
+        OP,
+        1,
+        timed("pass", "1.0", "first"),
+        timed("pass", "1.02", "within noise"),
+        timed("pass", "1.5", "faster"),
+    )
+    recorded = run(tmp_path / "recorded", provider, speed_rounds=2)
+    replayed = run(tmp_path / "replayed", ReplayProvider(recorded.run_dir), speed_rounds=2)
+
+    assert "faster" in kept_text(tmp_path / "replayed")
+    speed = decision(replayed)["speed"]
+    assert [h["candidates"][0]["outcome"] for h in speed["history"]] == ["not_faster", "faster"]
+    assert speed["kept"] == {"worker": 1, "speed_round": 2}
+    prompt = json.loads(
+        (replayed.run_dir / "ops/relu__default/worker_1/speed_round_2/messages.json").read_text()
+    )[-1]["content"]
+    assert "kernel 20.0 us, eager 20.0 us, speedup 1.00x" in prompt
+    assert "not faster by more than 3.0%" in prompt  # what became of round 1's file
