@@ -271,3 +271,28 @@ def test_a_replayed_run_repeats_its_speed_rounds(tmp_path):
     )[-1]["content"]
     assert "kernel 20.0 us, eager 20.0 us, speedup 1.00x" in prompt
     assert "not faster by more than 3.0%" in prompt  # what became of round 1's file
+
+
+def test_the_console_says_what_each_speed_round_did(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from agent.live import RunView
+
+    out = io.StringIO()
+    view = RunView(Console(file=out, width=200), live=False)
+    provider = QueueProvider().enqueue(
+        OP, 1, timed("pass", "1.0", "first"), timed("pass", "1.5", "faster")
+    )
+    cfg = config(tmp_path, num_workers=1, max_rounds=1, speed_rounds=1)
+    parts = make_parts(
+        provider,
+        TimedMarkerJudge(),
+        resolve_device=lambda device: "cuda",
+        environment_info=lambda device: {"gpu": "stub timer"},
+    )
+    Session(RunRequest(cfg=cfg, mode="generate"), parts, view).run()
+    text = out.getvalue()
+    assert "[relu.default] worker 1 speed round 1: faster at 1.500x" in text
+    assert "[relu.default] speed rounds: 1.000x -> 1.500x eager (1 round(s), rounds_done)" in text
