@@ -119,6 +119,7 @@ class SpeedRounds:
         self.tried: dict[str, OperatorResult | None] = {}  # sha256 of a file -> its verdict
         self.last: dict[int, Attempt] = {}  # worker -> its last attempt
         self.flops: dict[str, float | None] = {}
+        self.baseline_failure: str | None = None  # why a timed judging of the kept file failed
 
     @property
     def runlog(self) -> Any:
@@ -187,6 +188,7 @@ class SpeedRounds:
             "speedup_vs_compile_before": before_compile,
             "speedup_vs_compile_after": geomean_vs_compile(self.kept) if self.kept else None,
             "kept": kept_from,
+            "baseline_failure": self.baseline_failure,
             "history": history,
             "input_tokens": usage[0],
             "output_tokens": usage[1],
@@ -202,6 +204,8 @@ class SpeedRounds:
             return "interrupted"
         if task.budget.stop_reason is not None:
             return "budget"
+        if self.baseline_failure is not None:
+            return "kept_kernel_failed_timed_judging"
         if self.kept is None or self.kept.geomean_speedup is None:
             return "not_timed"
         if at_ceiling(self._rows(self.kept), self.cfg.ceiling_fraction):
@@ -238,6 +242,8 @@ class SpeedRounds:
             if result.status != Status.PASSED:
                 break  # a kept kernel that fails a timed judging: no speed rounds on it
         self.noise = timing_noise(results)
+        failed = [r for r in results if r.status != Status.PASSED]
+        self.baseline_failure = (failed[0].reason or str(failed[0].status)) if failed else None
         self.kept = median_result(results)
         if self.kept is not None:
             self.kept.timing_noise = self.noise

@@ -296,3 +296,24 @@ def test_the_console_says_what_each_speed_round_did(tmp_path):
     text = out.getvalue()
     assert "[relu.default] worker 1 speed round 1: faster at 1.500x" in text
     assert "[relu.default] speed rounds: 1.000x -> 1.500x eager (1 round(s), rounds_done)" in text
+
+
+class FailsWhenTimedJudge(TimedMarkerJudge):
+    """The GPU shows what the untimed run did not: the kept file fails its timed judging."""
+
+    def __call__(self, kernel_file: Path, op: str, cases: list[Any], **kw: Any):
+        result = super().__call__(kernel_file, op, cases, **kw)
+        if kw.get("measure_performance"):
+            result.status, result.reason = Status.REJECTED, "rejected: nondeterministic"
+        return result
+
+
+def test_a_kept_kernel_that_fails_its_timed_judging_gets_no_speed_round(tmp_path):
+    provider = QueueProvider().enqueue(
+        OP, 1, timed("pass", "1.0", "first"), timed("pass", "2.0", "never asked")
+    )
+    result = run(tmp_path, provider, FailsWhenTimedJudge(), speed_rounds=2)
+    speed = decision(result)["speed"]
+    assert (speed["rounds"], speed["stopped"]) == (0, "kept_kernel_failed_timed_judging")
+    assert speed["baseline_failure"] == "rejected: nondeterministic"
+    assert speed_prompts(provider) == []
