@@ -60,14 +60,20 @@ class TimedMarkerJudge(MarkerJudge):
         return result
 
 
-def run(tmp_path: Path, provider: QueueProvider, judge: Any = None, **agent: Any):
-    cfg = config(tmp_path, num_workers=1, max_rounds=2, **agent)
-    parts = make_parts(
+def gpu_parts(provider: Any, judge: Any, **over: Any):
+    """Parts whose device is "cuda": the timed judge stands in for the GPU."""
+    return make_parts(
         provider,
-        judge or TimedMarkerJudge(),
+        judge,
         resolve_device=lambda device: "cuda",
         environment_info=lambda device: {"gpu": "stub timer"},
+        **over,
     )
+
+
+def run(tmp_path: Path, provider: QueueProvider, judge: Any = None, **agent: Any):
+    cfg = config(tmp_path, num_workers=1, max_rounds=2, **agent)
+    parts = gpu_parts(provider, judge or TimedMarkerJudge())
     return Session(RunRequest(cfg=cfg, mode="generate", argv=["--test"]), parts).run()
 
 
@@ -193,12 +199,7 @@ def test_the_fastest_passing_candidate_of_a_round_wins(tmp_path):
     provider.enqueue(OP, 1, timed("pass", "1.0", "first"), timed("pass", "1.3", "w1 faster"))
     provider.enqueue(OP, 2, timed("fail", "1.0", "w2 wrong"), timed("pass", "1.6", "w2 fastest"))
     cfg = config(tmp_path, num_workers=2, max_rounds=1, speed_rounds=1)
-    parts = make_parts(
-        provider,
-        TimedMarkerJudge(),
-        resolve_device=lambda device: "cuda",
-        environment_info=lambda device: {"gpu": "stub timer"},
-    )
+    parts = gpu_parts(provider, TimedMarkerJudge())
     result = Session(RunRequest(cfg=cfg, mode="generate", argv=["--test"]), parts).run()
     assert "w2 fastest" in kept_text(tmp_path)
     assert decision(result)["speed"]["kept"] == {"worker": 2, "speed_round": 1}
@@ -231,13 +232,7 @@ def test_reports_show_the_speedup_before_and_after_the_speed_rounds(tmp_path):
         OP, 1, timed("pass", "1.0", "first"), timed("pass", "1.5", "faster")
     )
     cfg = config(tmp_path, num_workers=1, max_rounds=1, speed_rounds=1)
-    parts = make_parts(
-        provider,
-        TimedMarkerJudge(),
-        evaluate=marker_evaluate,
-        resolve_device=lambda device: "cuda",
-        environment_info=lambda device: {"gpu": "stub timer"},
-    )
+    parts = gpu_parts(provider, TimedMarkerJudge(), evaluate=marker_evaluate)
     result = Session(RunRequest(cfg=cfg, mode="full", argv=["--test"]), parts).run()
     summary = (result.run_dir / "OVERALL_SUMMARY.md").read_text()
     assert "speed rounds, `relu.default`: 1.000x -> 1.500x eager" in summary
@@ -286,12 +281,7 @@ def test_the_console_says_what_each_speed_round_did(tmp_path):
         OP, 1, timed("pass", "1.0", "first"), timed("pass", "1.5", "faster")
     )
     cfg = config(tmp_path, num_workers=1, max_rounds=1, speed_rounds=1)
-    parts = make_parts(
-        provider,
-        TimedMarkerJudge(),
-        resolve_device=lambda device: "cuda",
-        environment_info=lambda device: {"gpu": "stub timer"},
-    )
+    parts = gpu_parts(provider, TimedMarkerJudge())
     Session(RunRequest(cfg=cfg, mode="generate"), parts, view).run()
     text = out.getvalue()
     assert "[relu.default] worker 1 speed round 1: faster at 1.500x" in text
