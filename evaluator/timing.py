@@ -27,7 +27,9 @@ lying. Never on the CPU.
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -392,6 +394,11 @@ def _compiled(packet: Any) -> Any:
     """The op compiled by torch.compile (Inductor), once per process; no compile workers."""
     fn = _COMPILED.get(packet)
     if fn is None:
+        # Inductor's cache goes beside Triton's, the one cache folder a sandbox child may write
+        # (set before Inductor is imported: importing it fills in its /tmp default)
+        triton_cache = os.environ.get("TRITON_CACHE_DIR")
+        if triton_cache and "torch._inductor" not in sys.modules:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(triton_cache, "inductor")
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = 1  # the sandbox child starts no worker processes

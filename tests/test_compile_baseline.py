@@ -4,6 +4,10 @@ GPU) the real Inductor timing. On the CPU the timing events stand in for the GPU
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
@@ -14,6 +18,7 @@ from evaluator.results import OperatorResult, Status, TestResult
 from evaluator.sandbox import JobState, Outcome, assemble
 from evaluator.testcase import parse_case
 
+ROOT = Path(__file__).resolve().parent.parent
 CASES = ["((T([8, 16], f32),), {})", "((T([4, 4], f32),), {})"]
 
 
@@ -116,3 +121,22 @@ def test_compile_baseline_is_timed_on_gpu(tmp_path):
         assert t.compile_ms is not None and t.compile_ms > 0
         assert t.speedup_vs_compile is not None and math.isfinite(t.speedup_vs_compile)
     assert res.geomean_speedup_vs_compile is not None
+
+
+def test_the_compiled_baseline_is_made_once_per_op_with_its_cache_beside_triton_s(tmp_path):
+    # a fresh interpreter, as a sandbox child is: Inductor not imported yet
+    code = (
+        "import os, torch\n"
+        "from evaluator import timing\n"
+        "first = timing._compiled(torch.ops.aten.relu.default)\n"  # compiled lazily: nothing runs
+        "assert timing._compiled(torch.ops.aten.relu.default) is first\n"
+        "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
+    )
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == str(tmp_path / "triton" / "inductor")
