@@ -215,8 +215,8 @@ class SpeedRounds:
         return None
 
     def _rows(self, result: OperatorResult) -> list[Any]:
-        timing = self.gen.cfg.eval.timing
-        return case_rows(result, self.flops, timing.hbm_bandwidth_gbps, self.cfg.peak_tflops)
+        launch_ms = self.gen.cfg.eval.timing.empty_launch_ms
+        return case_rows(result, self.flops, self.cfg.peak_tflops, launch_ms)
 
     @staticmethod
     def _fastest(attempts: list[Attempt], threshold: float) -> Attempt | None:

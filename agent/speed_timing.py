@@ -1,11 +1,11 @@
 """The evaluator's timing of a kernel, read for speed rounds: per-case rows, ceilings, noise, keep rule.
 
 Contract (pure functions over `evaluator.results.OperatorResult`, no GPU needed):
-- `case_rows(result, flops, bandwidth_gbps, peak_tflops) -> list[CaseTiming]`: per timed case the
+- `case_rows(result, flops, peak_tflops, launch_ms) -> list[CaseTiming]`: per timed case the
   kernel's and eager's time (and torch.compile's when it was timed), the speedups, host time per
   call beside GPU time, and the share of the case's ceiling the kernel reached: the ceiling is the
-  larger of bytes that must move / measured copy bandwidth (`floor_ms`, from the evaluator) and
-  flops / the dtype's peak.
+  largest of bytes that must move / measured copy bandwidth (`floor_ms`, from the evaluator),
+  flops / the dtype's peak, and an empty launch's time.
 - `timing_text(rows, result, noise, threshold)`: those rows as the text a speed prompt shows,
   slowest cases (lowest share of their ceiling) marked.
 - `timing_noise(results)`: the spread of the geomean speedup over repeated timings of one kernel,
@@ -41,7 +41,7 @@ class CaseTiming:
     kernel_host_ms: float | None
     eager_host_ms: float | None
     ceiling_ms: float | None
-    bound: str  # "bandwidth", "compute" or "unknown"
+    bound: str  # "bandwidth", "compute", "launch" or "unknown"
 
     @property
     def ceiling_fraction(self) -> float | None:
@@ -82,16 +82,16 @@ def _peak_for(case_args: str, peak_tflops: dict[str, float]) -> float | None:
 def case_rows(
     result: OperatorResult,
     flops: dict[str, float | None],
-    bandwidth_gbps: float,
     peak_tflops: dict[str, float],
+    launch_ms: float = 0.0,
 ) -> list[CaseTiming]:
-    """Per timed case of `result` (see the module docstring); `flops` by case args."""
-    del bandwidth_gbps  # floor_ms already divides by it (the evaluator's measured copy bandwidth)
+    """Per timed case of `result` (see the module docstring); `flops` by case args. No call
+    takes less than an empty launch (`launch_ms`): a tiny case's ceiling is the launch."""
     rows = []
     for t in result.results:
         if t.skipped or not t.passed or t.kernel_ms is None:
             continue
-        ceilings = []
+        ceilings = [(launch_ms, "launch")] if launch_ms > 0 else []
         if t.floor_ms:
             ceilings.append((t.floor_ms, "bandwidth"))
         f = flops.get(t.args)
