@@ -10,7 +10,8 @@ winner; `kept_code` is then the file to keep (the winner's, or a faster speed ca
 - Per speed round each worker gets the system prompt and `speed.j2` (the kept file, its timing per
   case, its last attempt's outcome) and answers with one file, judged in full with timing
   (correctness, guards, then timing). The fastest passing candidate of the round replaces the kept
-  kernel only when it beats it beyond max(noise, `min_gain`); a failing one never does.
+  kernel only when it beats it beyond max(noise, `min_gain`); a failing one never does, nor one
+  with a case the evaluator flagged `suspicious_speedup`.
 - Stops before a round when: the run stops or the budget is spent, every case is within
   `ceiling_fraction` of its ceiling, `num_idle_rounds` rounds in a row kept nothing, or the kept
   kernel has no measured speedup (nothing to compare against).
@@ -42,7 +43,7 @@ from agent.speed_timing import (
     timing_text,
 )
 from agent.worker import POLL_S, OpTask, Worker
-from evaluator.results import OperatorResult, Status
+from evaluator.results import Flag, OperatorResult, Status, flag_name
 from evaluator.runfolder import write_json
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ NOT_FASTER = "not_faster"  # passed, but within the noise or slower
 FAILED = "failed"  # did not pass: never kept
 NO_CODE = "no_code"
 PROVIDER_ERROR = "provider_error"
+SUSPICIOUS = "suspicious"  # passed, but the evaluator flagged a speedup as suspicious: not kept
 SAME = "same_as_kept"  # the kept file again: nothing to judge
 CANCELLED = "cancelled"
 NOT_CALLED = "budget"  # the budget stopped the call
@@ -372,6 +374,12 @@ class SpeedRounds:
         if result.status != Status.PASSED:
             attempt.outcome = FAILED
             attempt.reason = result.reason or str(result.status)
+        elif suspicious(result):
+            # a speedup the evaluator itself doubts is not kept as progress
+            attempt.outcome = SUSPICIOUS
+            attempt.reason = (
+                f"{_x(result.geomean_speedup)}, but a case is flagged {Flag.SUSPICIOUS_SPEEDUP}"
+            )
         elif is_faster(result, best_speedup, threshold):
             attempt.outcome = FASTER
         else:
@@ -431,6 +439,10 @@ class SpeedRounds:
 
 
 SPEED_EVENT_KEYS = ("rounds", "stopped", "noise", "speedup_before", "speedup_after", "gain")
+
+
+def suspicious(result: OperatorResult) -> bool:
+    return any(flag_name(f) == Flag.SUSPICIOUS_SPEEDUP for t in result.results for f in t.flags)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -307,3 +307,24 @@ def test_a_kept_kernel_that_fails_its_timed_judging_gets_no_speed_round(tmp_path
     assert (speed["rounds"], speed["stopped"]) == (0, "kept_kernel_failed_timed_judging")
     assert speed["baseline_failure"] == "rejected: nondeterministic"
     assert speed_prompts(provider) == []
+
+
+class FlagsBigSpeedupsJudge(TimedMarkerJudge):
+    """The evaluator's own doubt: speedups above 10x carry suspicious_speedup."""
+
+    def __call__(self, kernel_file: Path, op: str, cases: list[Any], **kw: Any):
+        result = super().__call__(kernel_file, op, cases, **kw)
+        for t in result.results:
+            if t.speedup is not None and t.speedup > 10:
+                t.flags.append("suspicious_speedup")
+        return result
+
+
+def test_a_speedup_the_evaluator_flags_as_suspicious_is_not_kept(tmp_path):
+    provider = QueueProvider().enqueue(
+        OP, 1, timed("pass", "1.0", "first"), timed("pass", "40.0", "too good")
+    )
+    result = run(tmp_path, provider, FlagsBigSpeedupsJudge(), speed_rounds=1)
+    assert "first" in kept_text(tmp_path)
+    (candidate,) = decision(result)["speed"]["history"][0]["candidates"]
+    assert candidate["outcome"] == "suspicious"
