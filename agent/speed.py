@@ -401,6 +401,7 @@ class SpeedRounds:
             cost_usd=a.cost_usd,
             round_s=round(time.monotonic() - started, 3),
         )
+        self.runlog.write_text(path, "feedback.md", _describe(a))  # what the next prompt says
         self.runlog.write_meta(path, meta)
         self.runlog.emit(
             "speed_round_end",

@@ -112,9 +112,9 @@ def test_speed_prompt_carries_the_timing_and_a_faster_file_replaces_the_kept_one
     assert speed["gain"] == 1.5
     assert "1.000x -> 1.500x" in decision(result)["reason"]
     rdir = result.run_dir / "ops/relu__default/worker_1/speed_round_1"
-    assert {"messages.json", "response.md", "candidate.py", "verdict.json", "meta.json"} <= {
-        p.name for p in rdir.iterdir()
-    }
+    files = {"messages.json", "response.md", "candidate.py", "verdict.json", "feedback.md"}
+    assert files | {"meta.json"} <= {p.name for p in rdir.iterdir()}
+    assert "passed at 1.500x" in (rdir / "feedback.md").read_text()
     assert json.loads((rdir / "meta.json").read_text())["outcome"] == "faster"
     baseline = json.loads(
         (result.run_dir / "ops/relu__default/speed_baseline/meta.json").read_text()
