@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agent_fakes import MarkerJudge, QueueProvider, config, make_parts
 
 from agent.session import RunRequest, Session
@@ -328,3 +329,34 @@ def test_a_speedup_the_evaluator_flags_as_suspicious_is_not_kept(tmp_path):
     assert "first" in kept_text(tmp_path)
     (candidate,) = decision(result)["speed"]["history"][0]["candidates"]
     assert candidate["outcome"] == "suspicious"
+
+
+@pytest.mark.gpu
+def test_speed_rounds_on_the_gpu_with_the_builtin_provider_and_the_real_judge(tmp_path):
+    """The whole loop on a GPU: the builtin writer's relu, timed twice for the noise, then its
+    knob variants judged and timed in full; the reports carry the before/after."""
+    from agent.config import load_config
+    from agent.orchestrator import Parts
+
+    cfg = load_config(
+        None,
+        {
+            "suite": {"suite": "smoke", "ops": ["relu.default", "add.Tensor"]},
+            "kernels_dir": str(tmp_path / "kernels"),
+            "log_dir": str(tmp_path / "logs"),
+            "device": "cuda",
+            "provider": {"name": "builtin"},
+            "agent": {"num_workers": 1, "max_rounds": 2, "speed_rounds": 2},
+        },
+    )
+    result = Session(RunRequest(cfg=cfg, mode="full", argv=["--test"]), Parts()).run()
+    for folder in ("relu__default", "add__Tensor"):
+        d = json.loads((result.run_dir / f"ops/{folder}/decision.json").read_text())
+        assert d["status"] == "kept", d["reason"]
+        speed = d["speed"]
+        assert speed["speedup_before"] is not None, speed
+        assert speed["noise"] is not None and speed["noise"] >= 0
+        assert speed["speedup_after"] >= speed["speedup_before"]
+        assert (result.run_dir / f"ops/{folder}/speed_baseline/verdict_2.json").is_file()
+    assert (result.run_dir / "speed_rounds.csv").is_file()
+    assert "speed rounds, `relu.default`" in (result.run_dir / "OVERALL_SUMMARY.md").read_text()
