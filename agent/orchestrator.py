@@ -33,7 +33,6 @@ from agent.budget import Budget
 from agent.config import RunConfig
 from agent.providers.base import Provider
 from agent.runlog import PASSED, UNTESTABLE, RunLog
-from agent.speed import SpeedRounds, resolve_speed_rounds, speed_reason
 from agent.worker import OpTask, Worker, WorkerReport
 from evaluator.naming import kernel_path, op_to_folder
 from evaluator.runfolder import write_text
@@ -190,9 +189,7 @@ class Generator:
         self._tasks: list[OpTask] = []
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
-        # speed rounds (agent.speed): how many per operator, and their record per operator
-        self.speed_rounds = resolve_speed_rounds(cfg.agent.speed_rounds, device)[0]
-        self._speed: dict[str, dict[str, Any]] = {}
+        self._speed: dict[str, dict[str, Any]] = {}  # op -> its speed rounds' record (agent.speed)
 
     def interrupt(self) -> None:
         """Stop everything: no new operators, no new rounds, sandboxes killed by the judge."""
@@ -325,10 +322,10 @@ class Generator:
         started = time.monotonic()
         if task.winner is None and task.untestable_reason is None:
             self._run_workers(task, workers)
-        if task.winner is not None and self.speed_rounds and not self.stop.is_set():
-            speed = SpeedRounds(self, task, num_workers, self.speed_rounds)
-            self._speed[task.op] = speed.run()
-            task.winner_code = speed.kept_code  # the winner's file, or a faster one
+        if task.winner is not None and not self.stop.is_set():
+            from agent.speed import run_speed_rounds  # may make task.winner_code a faster file
+
+            run_speed_rounds(self, task, num_workers)
         outcome = self._decide(task, [w.report for w in workers])
         self.runlog.emit(
             "op_done",
@@ -396,10 +393,13 @@ class Generator:
                 worker,
                 round_,
                 str(dest),
-                f"worker {worker} passed in round {round_}"
-                + speed_reason(self._speed.get(task.op)),
+                f"worker {worker} passed in round {round_}",
                 **base,
             )
+            if task.op in self._speed:  # what the speed rounds did and spent (agent.speed)
+                from agent.speed import speed_outcome
+
+                speed_outcome(outcome, self._speed[task.op])
             self._write_decision(outcome, archived)
             return outcome
         if task.untestable_reason is not None:
@@ -468,9 +468,6 @@ class Generator:
             out += int(meta.get("output_tokens") or 0)
             cost += float(meta.get("cost_usd") or 0.0)
             rounds += meta.get("outcome") != "cancelled"
-        speed = self._speed.get(op) or {}  # speed rounds' calls count too
-        inp, out = inp + speed.get("input_tokens", 0), out + speed.get("output_tokens", 0)
-        cost += speed.get("cost_usd", 0.0)
         return inp, out, round(cost, 6), rounds
 
     def _last_failure(self, task: OpTask) -> str:

@@ -116,10 +116,10 @@ class Session:
                     f"workers: 1 per operator, not {num_workers}: {provider.name} writes the same "
                     "code in every worker, so more would only judge the same file again"
                 )
-            speed_note = resolve_speed_rounds(self.cfg.agent.speed_rounds, device)[1]
-            if speed_note:
-                self.say(speed_note)
         self._write_start(device, provider, why, ops, previous)
+        speed_note = resolve_speed_rounds(self.cfg.agent.speed_rounds, device)[1]
+        if provider is not None and speed_note:  # agent.speed: none on the CPU, said once
+            self.say(speed_note)
         runlog.emit(
             "run_start",
             mode=req.mode,

@@ -482,14 +482,32 @@ def _set_aside(path: Path) -> None:
     path.rename(path.with_name(f"{path.name}.cut{k}"))
 
 
-def speed_reason(record: dict[str, Any] | None) -> str:
-    """What the speed rounds did, as a clause for the operator's decision reason."""
-    if not record:
-        return ""
+def run_speed_rounds(gen: Any, task: OpTask, num_workers: int) -> None:
+    """The orchestrator's hook after an operator's win: its speed rounds, when any are due here.
+
+    Records them in `gen._speed[op]` (decision.json's `speed` block) and makes `task.winner_code`
+    the file to keep."""
+    num_rounds = resolve_speed_rounds(gen.cfg.agent.speed_rounds, gen.device)[0]
+    if num_rounds <= 0:
+        return
+    rounds = SpeedRounds(gen, task, num_workers, num_rounds)
+    gen._speed[task.op] = rounds.run()
+    task.winner_code = rounds.kept_code
+
+
+def speed_outcome(outcome: Any, record: dict[str, Any]) -> None:
+    """Adds what the speed rounds did to an operator's kept outcome: the reason says it, and
+    their calls count in its tokens and cost."""
+    outcome.input_tokens += record.get("input_tokens", 0)
+    outcome.output_tokens += record.get("output_tokens", 0)
+    outcome.cost_usd = round(outcome.cost_usd + record.get("cost_usd", 0.0), 6)
     kept = record.get("kept")
     if kept:
-        return (
+        outcome.reason += (
             f"; speed round {kept['speed_round']} (worker {kept['worker']}) made it "
             f"{_x(record['speedup_before'])} -> {_x(record['speedup_after'])} eager"
         )
-    return f"; {record['rounds']} speed round(s) kept nothing faster ({record['stopped']})"
+    else:
+        outcome.reason += (
+            f"; {record['rounds']} speed round(s) kept nothing faster ({record['stopped']})"
+        )

@@ -51,7 +51,6 @@ CSV_COLUMNS = [
     "flags",
     "skipped_tests",
     "reason",
-    "geomean_speedup_vs_compile",  # empty unless eval.timing.baselines has "compile"
 ]
 # fast_p thresholds (BackendBench / KernelBench): passed and faster than p x eager.
 FAST_P = {"fast_0": 0.0, "fast_1.0": 1.0, "fast_1.2": 1.2}
@@ -327,7 +326,6 @@ def render_csv(report: Report) -> str:
                 ";".join(r.flags),
                 r.skipped_tests,
                 " ".join(r.reason.split()),
-                _fmt_float(_as_float(r.geomean_speedup_vs_compile), ".4g"),
             ]
         )
     return buf.getvalue()
