@@ -123,7 +123,7 @@ def test_speed_rounds_with_the_builtin_provider_keep_its_faster_variant(tmp_path
         BuiltinProvider(),
         judge,
         resolve_device=lambda device: "cuda",
-        environment_info=lambda device: {"gpu": "stub timer"},
+        environment_info=lambda device, **_: {"gpu": "stub timer"},
     )
     result = Session(RunRequest(cfg=cfg, mode="generate"), parts).run()
     kept = kernel_path(tmp_path / "kernels", "relu.default").read_text()

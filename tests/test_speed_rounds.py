@@ -67,7 +67,7 @@ def gpu_parts(provider: Any, judge: Any, **over: Any):
         provider,
         judge,
         resolve_device=lambda device: "cuda",
-        environment_info=lambda device: {"gpu": "stub timer"},
+        environment_info=lambda device, **_: {"gpu": "stub timer"},
         **over,
     )
 
