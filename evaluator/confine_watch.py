@@ -114,6 +114,8 @@ class ViolationWatch:
         if isinstance(path, int) or path is None:
             return
         text = os.path.abspath(os.fsdecode(path))
+        if event == "os.mkdir" and os.path.isdir(text):
+            return  # it can only fail with EEXIST (Inductor's C++ builder "creates" its cwd)
         if not self._under(text, self.writable):
             self._flag("write", f"{event}({text!r})")
 

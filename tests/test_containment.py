@@ -354,3 +354,27 @@ def test_without_a_pid_namespace_the_subreaper_still_reports_and_kills_escapees(
     events = [json.loads(line) for line in (tmp_path / "report").read_text().splitlines()]
     assert [e["kind"] for e in events] == ["process"]
     assert not _alive(int((tmp_path / "pid").read_text()))
+
+
+def test_mkdir_of_an_existing_directory_is_no_violation_but_a_new_one_is(tmp_path: Path) -> None:
+    """Inductor's C++ builder calls mkdir(exist_ok=True) on the current directory: that can only
+    fail with EEXIST, so it is not evidence; making a new directory outside the writable ones is."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    script = f"""
+import json, os
+from evaluator.confine_watch import ViolationWatch
+seen = []
+ViolationWatch([], [{str(tmp_path / 'scratch')!r}], seen.append).install()
+os.makedirs({str(outside)!r}, exist_ok=True)
+print(json.dumps(seen))
+os.mkdir({str(outside / 'new')!r})
+print(json.dumps(seen))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    first, second = (json.loads(line) for line in out.stdout.splitlines()[:2])
+    assert first == []
+    assert [e["kind"] for e in second] == ["write"]
