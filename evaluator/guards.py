@@ -135,6 +135,7 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.launches = 0
         self.depth = 0
+        self.ghost = False  # launches are counted but not run (the runner's ghost replay)
         self._originals: list[tuple[type, str, Any]] = []
 
     def install(self) -> None:
@@ -162,6 +163,8 @@ class LaunchCounter:
         def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
             if not kwargs.get("warmup", False) and counter.depth == 0:
                 counter.launches += 1
+                if counter.ghost:
+                    return None
             counter.depth += 1
             try:
                 return original(fn_self, *args, **kwargs)

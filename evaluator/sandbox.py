@@ -18,9 +18,13 @@ with your account.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import signal
 import statistics
@@ -52,6 +56,7 @@ from evaluator.results import (
 from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
+_MAC_TAIL = re.compile(rb', "mac": "([0-9a-f]{64})"\}$')
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _POLL_S = 0.005
 
@@ -84,6 +89,9 @@ class JobState:
     begun_at: float | None = None  # the child exists (forked or spawned)
     done_at: float | None = None
     test_s: list[float] = field(default_factory=list)  # seconds per finished test
+    key: bytes | None = None  # lines must carry this key's HMAC and the next sequence number
+    seq: int = 0
+    forged: int = 0  # lines that did not verify: written by someone without the key
 
     def phases(self) -> dict[str, float]:
         """Seconds per phase as seen by the parent: spawn, prepare (inputs + eager
@@ -119,10 +127,20 @@ class JobState:
         for line in complete.split(b"\n"):
             if not line.strip():
                 continue
+            if self.key is not None:
+                line = self._verified(line)
+                if line is None:
+                    self.forged += 1
+                    continue
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if self.key is not None:
+                if event.get("seq") != self.seq:
+                    self.forged += 1
+                    continue
+                self.seq += 1
             self.events.append(event)
             kind = event.get("event")
             stamp = event.get("t")
@@ -142,6 +160,16 @@ class JobState:
             elif kind == "done":
                 self.done = True
                 self.done_at = now
+
+    def _verified(self, line: bytes) -> bytes | None:
+        """The line without its MAC when the MAC verifies, else None."""
+        assert self.key is not None
+        m = _MAC_TAIL.search(line.rstrip())
+        if m is None:
+            return None
+        body = line[: m.start()] + b"}"
+        want = hmac.new(self.key, body, hashlib.sha256).hexdigest().encode()
+        return body if hmac.compare_digest(want, m.group(1)) else None
 
 
 class _ForkServer:
@@ -274,6 +302,7 @@ class Sandbox:
             "measure_performance": measure_performance and self.device == "cuda",
             "results_path": str(results_path),
             "timing_lock": str(self.scratch / "gpu_timing.lock"),
+            "key_file": str(job_dir / "results.key"),
         }
         spec_path = job_dir / "spec.json"
         spec_path.write_text(json.dumps(spec))
@@ -314,7 +343,12 @@ class Sandbox:
         cancel: threading.Event | None,
     ) -> Outcome:
         cfg = self.config.sandbox
-        state = JobState()
+        key = secrets.token_bytes(32)
+        key_file = job_dir / "results.key"
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, key.hex().encode())
+        os.close(fd)
+        state = JobState(key=key)
         outcome = Outcome(state=state)
         proc: subprocess.Popen[bytes] | None = None
         queue: Queue[dict[str, Any]] | None = None
@@ -469,6 +503,15 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
         op=op, folder=op_to_folder(op), status=Status.ERROR, kernel_file=kernel_file
     )
     state = outcome.state
+    if state.forged:
+        result.status = Status.REJECTED
+        result.flags = [f"{Flag.FORGED_RESULT}:{state.forged} line(s)"]
+        result.reason = (
+            f"rejected: {state.forged} line(s) of the results file were not written by the"
+            " verifier (the kernel's process wrote to it)"
+        )
+        result.tests = len(cases)
+        return result
     tests: dict[int, TestResult] = {}
     op_flags: list[str] = []
     load_error: dict[str, Any] | None = None
