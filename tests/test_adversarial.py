@@ -5,7 +5,6 @@ property that stops it)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
