@@ -240,6 +240,47 @@ def _moves_between_devices(base: str, args: tuple, kwargs: dict) -> bool:
     )
 
 
+class ThreadWatch:
+    """Puts the current call's ATen trace in every thread started while the kernel runs (dispatch
+    modes are per thread): `threading.Thread` of any subclass, and `_thread.start_new_thread`."""
+
+    def __init__(self) -> None:
+        self.current: AtenTrace | None = None
+
+    def install(self) -> None:
+        import _thread
+        import threading
+
+        watch = self
+        inner = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+        def bootstrap_inner(thread: Any) -> Any:
+            with watch._traced():
+                return inner(thread)
+
+        threading.Thread._bootstrap_inner = bootstrap_inner  # type: ignore[attr-defined]
+        start_new = _thread.start_new_thread
+
+        def start_new_thread(function: Any, args: tuple, kwargs: Any = None) -> Any:
+            def traced(*a: Any, **k: Any) -> Any:
+                with watch._traced():
+                    return function(*a, **k)
+
+            return start_new(traced, args, kwargs or {})
+
+        _thread.start_new_thread = start_new_thread
+
+    def _traced(self) -> Any:
+        import contextlib
+
+        parent = self.current
+        if parent is None:
+            return contextlib.nullcontext()
+        trace = AtenTrace(parent.launches)
+        trace.ops = parent.ops  # one record for every thread of the call
+        return trace
+
+
 class HostEscapeWatch:
     """Records tensor data leaving torch for the host (`.numpy()`, `__array__`, `.tolist()`)
     while the kernel's wrapper runs outside a launch: an answer computed with numpy and dressed

@@ -40,6 +40,7 @@ from evaluator.guards import (
     HostEscapeWatch,
     LaunchCounter,
     SecretWatch,
+    ThreadWatch,
     launcher_classes,
 )
 from evaluator.inputs import materialize
@@ -223,6 +224,7 @@ class Instruments:
     host: HostEscapeWatch
     harness: HarnessSnapshot
     secrets: SecretWatch
+    threads: ThreadWatch
 
     @classmethod
     def install(cls) -> Instruments:
@@ -246,7 +248,9 @@ class Instruments:
                 ),
             }
         )
-        return cls(launches, host, harness, SecretWatch())
+        threads = ThreadWatch()
+        threads.install()
+        return cls(launches, host, harness, SecretWatch(), threads)
 
     def op_flags(self) -> list[str]:
         flags = [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
@@ -310,10 +314,13 @@ def guarded_call(
     out = None
     err_type = err_msg = None
     inst.host.calls = []
+    alive: list[str] = []
     try:
         inst.host.active = True
+        inst.threads.current = trace
         with trace:
             out = fn(*args, **kwargs)
+            alive = _canary(inst, trace)
         inst.host.active = False
         sync()
     except SystemExit as exc:
@@ -323,11 +330,51 @@ def guarded_call(
         err_type, err_msg = type(exc).__name__, _short(exc)
         flags.append(Flag.CUDA_ERROR if _is_cuda_error(exc) else Flag.EXCEPTION)
     inst.host.active = False
+    inst.threads.current = None
     flags += inst.op_flags()
     if err_type is None:
+        flags += [f"{Flag.INSTRUMENTATION_DISABLED}:{name}" for name in alive]
         flags += [f"{Flag.HOST_COMPUTE}:{name}" for name in inst.host.calls]
         flags += [f"{Flag.ATEN_FALLBACK}:{name}" for name in trace.compute_ops(op)]
     return out, flags, err_type, err_msg, inst.launches.launches - before
+
+
+_CANARY: dict[str, Any] = {}
+
+
+def _canary(inst: Instruments, trace: AtenTrace) -> list[str]:
+    """After the kernel returns, still inside its trace: one ATen op, one Triton launch and one
+    host read by the harness must each be seen by their observer. Returns the blind ones (their
+    own records are removed again)."""
+    import triton
+    import triton.language as tl
+
+    if "kernel" not in _CANARY:
+
+        @triton.jit
+        def _canary_kernel(x_ptr):
+            tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+        _CANARY["kernel"] = _canary_kernel
+    blind: list[str] = []
+    n_ops, n_launches, ghost = len(trace.ops), inst.launches.launches, inst.launches.ghost
+    x = torch.zeros(1, dtype=torch.int32)
+    torch.ops.aten.atan2.default(x.float(), x.float())
+    if not any(name == "aten.atan2.default" for name, _ in trace.ops[n_ops:]):
+        blind.append("aten_trace")
+    del trace.ops[n_ops:]
+    inst.launches.ghost = False
+    _CANARY["kernel"][(1,)](x)
+    inst.launches.ghost = ghost
+    if inst.launches.launches != n_launches + 1 or int(x[0]) != 1:
+        blind.append("launch_counter")
+    inst.launches.launches = n_launches
+    calls = list(inst.host.calls)
+    x.tolist()
+    if "tolist" not in inst.host.calls:
+        blind.append("host_escape_watch")
+    inst.host.calls[:] = calls
+    return blind
 
 
 def _nbytes(value: Any) -> int:
