@@ -363,10 +363,12 @@ def _canary(inst: Instruments, trace: AtenTrace) -> list[str]:
     if not any(name == "aten.atan2.default" for name, _ in trace.ops[n_ops:]):
         blind.append("aten_trace")
     del trace.ops[n_ops:]
-    inst.launches.ghost = False
+    # A launch through the same entry point a kernel's `kernel[grid](...)` takes; as a ghost it
+    # is counted but not run (the interpreter would spend a millisecond on it).
+    inst.launches.ghost = True
     _CANARY["kernel"][(1,)](x)
     inst.launches.ghost = ghost
-    if inst.launches.launches != n_launches + 1 or int(x[0]) != 1:
+    if inst.launches.launches != n_launches + 1:
         blind.append("launch_counter")
     inst.launches.launches = n_launches
     calls = list(inst.host.calls)
@@ -399,7 +401,6 @@ class Judge:
         self.gpu_lock: GpuLock | None = None
         if self.device == "cuda" and spec.get("timing_lock"):
             self.gpu_lock = GpuLock(spec["timing_lock"])
-        self.ghost_done = False
 
     # ------------------------------------------------------------ preparation
 
@@ -681,29 +682,23 @@ class Judge:
                 return False
         return True
 
-    def ghost_replay(self, fn: Any, item: Prepared, result: TestResult) -> None:
-        """One extra call with every Triton launch a no-op and fresh memory poisoned: if the
-        result still matches eager, the launches did not compute it."""
-        run = item.runs[min(1, len(item.runs) - 1)]
-        if not self.ghost_eligible(run):
-            return
-        self.ghost_done = True
-        out, flags, err_type, _, inputs = self.call(fn, run, ghost=True, first=True)
-        if err_type is not None:
-            return  # a kernel may well fail on garbage from skipped launches
-        if self.check_result(out, run, inputs).ok:
-            result.passed = False
-            result.flags.append(Flag.COMPUTED_OUTSIDE_TRITON)
-            result.error_type = "Rejected"
-            result.error_msg = (
-                "the result still matched eager with every Triton launch turned into a no-op:"
-                " it was not computed by the kernel's Triton code"
-            )
-        for f in flags:
-            if flag_name(f) in REJECT_FLAGS and f not in result.flags:
-                result.flags.append(f)
-                result.passed = False
-                result.error_type = result.error_type or "Rejected"
+    def ghost_replay(
+        self, fn: Any, prepared: list[Prepared], results: list[TestResult]
+    ) -> list[str]:
+        """One extra call per operator, on its smallest passing test where a ghost result means
+        something: every Triton launch a no-op and fresh memory poisoned. If the result still
+        matches eager, the launches did not compute it. Returns operator flags."""
+        passing = [item for item, res in zip(prepared, results, strict=True) if res.passed]
+        for item in sorted(passing, key=lambda it: it.case.total_numel()):
+            run = item.runs[min(1, len(item.runs) - 1)]
+            if not self.ghost_eligible(run):
+                continue
+            out, flags, err_type, _, inputs = self.call(fn, run, ghost=True, first=True)
+            found = [f for f in flags if flag_name(f) in REJECT_FLAGS]
+            if err_type is None and self.check_result(out, run, inputs).ok:
+                found.append(f"{Flag.COMPUTED_OUTSIDE_TRITON}:{item.case.serialize()[:200]}")
+            return found  # an error is fine: a kernel may fail on what skipped launches left
+        return []
 
     # ------------------------------------------------------------ the whole job
 
@@ -747,13 +742,15 @@ class Judge:
                 )
             else:
                 res = self.run_test(fn, item)
-                if res.passed and not self.ghost_done:
-                    self.ghost_replay(fn, item, res)
                 broken = Flag.CUDA_ERROR in res.flags or (
                     self.runner is not None and self.runner.exit_flag is not None
                 )
             results.append(res)
             self.out.write({"event": "test_result", "index": i, "result": res.to_json()})
+        if not broken:
+            ghost_flags = self.ghost_replay(fn, prepared, results)
+            if ghost_flags:
+                self.out.write({"event": "loaded", "flags": ghost_flags})
         if (
             self.device == "cuda"
             and self.spec.get("measure_performance")

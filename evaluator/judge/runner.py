@@ -209,10 +209,10 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     _close_inherited_fds({0, 1, 2, sock.fileno()})
     op = harness.normalize_op(spec["op"])
     device = spec["device"]
+    inst = harness.Instruments.install()  # while the verifier computes its references
     header, _ = channel.recv(sock, 0)
     if header.get("kind") != "load":
         return
-    inst = harness.Instruments.install()
     _enter_confinement(spec)
     fn, error = harness.import_kernel(header["kernel_file"], op, inst.secrets)
     channel.send(sock, {"kind": "loaded", "error": error, "flags": inst.op_flags()}, [])
