@@ -9,9 +9,11 @@
 - `HarnessSnapshot` remembers the identity of the functions the harness relies on (timers,
   synchronisation, comparisons, the launch hooks) and reports - and undoes - any replacement.
 - `SecretWatch` swaps `os.environ` for a proxy that records reads of secret-looking names.
+- `ThreadWatch` puts the current call's trace into every thread started during the call.
 
-These detect; they do not contain. A kernel running in the same process can defeat any of them
-with enough effort; the process boundary (sandbox.py) is what contains it.
+These detect; they do not contain. They run in the kernel's own process (the runner), so a kernel
+can defeat any of them with enough effort; what they report is evidence against it, never for
+it. References, comparisons and verdicts live in another process (evaluator.judge).
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
 """The sandbox child: judge one kernel file on a list of cases, writing results as it goes.
 
 Runs only inside a sandbox process (fork-server child or fresh interpreter), never in the process
-that decides. Order matters:
-1. install the launch counter, the harness snapshot and materialise every case; compute eager
-   references on pristine copies BEFORE the kernel module is imported (so nothing the kernel does at
-   import time can change the reference);
-2. import the kernel with `os.environ` watched for secret probes;
+that decides. On the CPU it is the verifier and the kernel runs in a runner process it forks
+first (`evaluator.judge`); on a GPU it still calls the kernel itself. Order matters:
+0. fork the runner (before anything below exists in memory), then take the results key;
+1. materialise every case and compute eager references on pristine copies BEFORE the kernel
+   module is imported (so nothing the kernel does at import time can change the reference);
+2. have the kernel imported with `os.environ` watched for secret probes;
 3. per case: call the kernel on seed A, seed B, then seed A again, each on fresh copies, under the
-   ATen dispatch trace; check launches, compute ops, input mutation, harness identity, values,
-   staleness (B answered with A's result, or A's buffer overwritten by B) and determinism;
+   guards (ATen trace in every thread, launch counter, host reads, harness identity, a canary
+   proving each observer alive); check launches, compute ops, plain dense outputs, input
+   mutation, values, staleness (B answered with A's result, or A's buffer overwritten by B) and
+   determinism; then one ghost call per operator with every launch a no-op;
 4. on a GPU, time passing operators against eager (evaluator.timing).
 Each event is one JSON line appended to the results file and flushed, so a crash or a kill loses
 only the test in progress. Usage: python -m evaluator.harness SPEC.json

@@ -9,9 +9,12 @@ What the isolation covers:
   `sys.exit`/`os._exit`, an exception at import or a lost CUDA context ends only that candidate's
   run; tests already finished keep their results (the child writes one JSON line per event);
 - the fork server never initialises CUDA; each child creates its own context.
+- every results line carries a sequence number and an HMAC under a per-job key that only the
+  verifier reads (after forking the kernel's runner); a line that does not verify makes the
+  verdict `rejected` (`forged_result`).
 What it does NOT cover: it is not a security boundary against a malicious process. The child runs
-as the same user, can read files that user can read, can use the network if the machine has one,
-and could write forged result lines; resource use (memory, disk, GPU memory) is not capped beyond
+as the same user, can read files that user can read and can use the network if the machine has
+one; resource use (memory, disk, GPU memory) is not capped beyond
 the time limits. Run atenforge in a container or VM when the model producing kernels is not trusted
 with your account.
 """
