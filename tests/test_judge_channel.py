@@ -31,12 +31,12 @@ def test_strided_and_offset_tensors_and_torch_objects_survive_the_trip() -> None
     value = [
         strided,
         {"dtype": torch.float16, "memory_format": torch.channels_last},
-        (1, 2.5, None),
+        (1, 2.5, None, 1 + 2j, float("inf")),
     ]
     got = _roundtrip(value)
     assert torch.equal(got[0], strided) and got[0].stride() == strided.stride()
     assert got[1] == {"dtype": torch.float16, "memory_format": torch.channels_last}
-    assert got[2] == (1, 2.5, None)
+    assert got[2] == (1, 2.5, None, 1 + 2j, float("inf"))
 
 
 def test_subclasses_and_objects_travel_as_foreign_without_data() -> None:

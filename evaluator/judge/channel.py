@@ -92,6 +92,8 @@ def encode_tree(value: Any, blobs: list[memoryview]) -> Any:
         }
     if value is None or type(value) in (bool, int, float, str):
         return value
+    if type(value) is complex:
+        return {"complex": [value.real, value.imag]}
     if isinstance(value, torch.dtype):
         return {"dtype_obj": str(value).removeprefix("torch.")}
     if isinstance(value, torch.device):
@@ -155,6 +157,9 @@ def decode_tree(tree: Any, blobs: list[bytearray], device: str, depth: int = 0) 
         return items if key == "list" else tuple(items)
     if key == "dict" and type(body) is dict:
         return {str(k): decode_tree(v, blobs, device, depth + 1) for k, v in body.items()}
+    if key == "complex" and type(body) is list and len(body) == 2:
+        if all(type(v) in (int, float) for v in body):
+            return complex(body[0], body[1])
     if key == "foreign" and type(body) is str:
         return Foreign(body[:80])
     if key == "dtype_obj" and body in _DTYPES:
