@@ -9,9 +9,11 @@
 - `HarnessSnapshot` remembers the identity of the functions the harness relies on (timers,
   synchronisation, comparisons, the launch hooks) and reports - and undoes - any replacement.
 - `SecretWatch` swaps `os.environ` for a proxy that records reads of secret-looking names.
+- `ThreadWatch` puts the current call's trace into every thread started during the call.
 
-These detect; they do not contain. A kernel running in the same process can defeat any of them
-with enough effort; the process boundary (sandbox.py) is what contains it.
+These detect; they do not contain. They run in the kernel's own process (the runner), so a kernel
+can defeat any of them with enough effort; what they report is evidence against it, never for
+it. References, comparisons and verdicts live in another process (evaluator.judge).
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.launches = 0
         self.depth = 0
+        self.ghost = False  # launches are counted but not run (the runner's ghost replay)
         self._originals: list[tuple[type, str, Any]] = []
 
     def install(self) -> None:
@@ -162,6 +165,8 @@ class LaunchCounter:
         def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
             if not kwargs.get("warmup", False) and counter.depth == 0:
                 counter.launches += 1
+                if counter.ghost:
+                    return None
             counter.depth += 1
             try:
                 return original(fn_self, *args, **kwargs)
@@ -235,6 +240,47 @@ def _moves_between_devices(base: str, args: tuple, kwargs: dict) -> bool:
     return (
         isinstance(src, torch.Tensor) and device is not None and torch.device(device) != src.device
     )
+
+
+class ThreadWatch:
+    """Puts the current call's ATen trace in every thread started while the kernel runs (dispatch
+    modes are per thread): `threading.Thread` of any subclass, and `_thread.start_new_thread`."""
+
+    def __init__(self) -> None:
+        self.current: AtenTrace | None = None
+
+    def install(self) -> None:
+        import _thread
+        import threading
+
+        watch = self
+        inner = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+        def bootstrap_inner(thread: Any) -> Any:
+            with watch._traced():
+                return inner(thread)
+
+        threading.Thread._bootstrap_inner = bootstrap_inner  # type: ignore[attr-defined]
+        start_new = _thread.start_new_thread
+
+        def start_new_thread(function: Any, args: tuple, kwargs: Any = None) -> Any:
+            def traced(*a: Any, **k: Any) -> Any:
+                with watch._traced():
+                    return function(*a, **k)
+
+            return start_new(traced, args, kwargs or {})
+
+        _thread.start_new_thread = start_new_thread
+
+    def _traced(self) -> Any:
+        import contextlib
+
+        parent = self.current
+        if parent is None:
+            return contextlib.nullcontext()
+        trace = AtenTrace(parent.launches)
+        trace.ops = parent.ops  # one record for every thread of the call
+        return trace
 
 
 class HostEscapeWatch:

@@ -1,15 +1,19 @@
 """The sandbox child: judge one kernel file on a list of cases, writing results as it goes.
 
 Runs only inside a sandbox process (fork-server child or fresh interpreter), never in the process
-that decides. Order matters:
-1. install the launch counter, the harness snapshot and materialise every case; compute eager
-   references on pristine copies BEFORE the kernel module is imported (so nothing the kernel does at
-   import time can change the reference);
-2. confine the process (`evaluator.confine`: files, network, capabilities, limits), then import
-   the kernel with `os.environ` watched for secret probes;
+that decides. On the CPU it is the verifier and the kernel runs in a runner process it forks
+first (`evaluator.judge`); on a GPU it still calls the kernel itself. Order matters:
+0. fork the runner (before anything below exists in memory), then take the results key;
+1. materialise every case and compute eager references on pristine copies BEFORE the kernel
+   module is imported (so nothing the kernel does at import time can change the reference);
+2. confine the process that imports the kernel (`evaluator.confine`: files, network,
+   capabilities, limits), then have the kernel imported with `os.environ` watched for secret
+   probes;
 3. per case: call the kernel on seed A, seed B, then seed A again, each on fresh copies, under the
-   ATen dispatch trace; check launches, compute ops, input mutation, harness identity, values,
-   staleness (B answered with A's result, or A's buffer overwritten by B) and determinism;
+   guards (ATen trace in every thread, launch counter, host reads, harness identity, a canary
+   proving each observer alive); check launches, compute ops, plain dense outputs, input
+   mutation, values, staleness (B answered with A's result, or A's buffer overwritten by B) and
+   determinism; then one ghost call per operator with every launch a no-op;
 4. on a GPU, time passing operators against eager (evaluator.timing).
 Each event is one JSON line appended to the results file and flushed, so a crash or a kill loses
 only the test in progress. Usage: python -m evaluator.harness SPEC.json
@@ -17,6 +21,8 @@ only the test in progress. Usage: python -m evaluator.harness SPEC.json
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib.util
 import json
 import math
@@ -39,11 +45,14 @@ from evaluator.guards import (
     HostEscapeWatch,
     LaunchCounter,
     SecretWatch,
+    ThreadWatch,
     launcher_classes,
 )
 from evaluator.inputs import materialize
+from evaluator.judge.outputs import output_flags
+from evaluator.judge.runner import CallReply, RunnerClient, start_runner
 from evaluator.naming import kernel_function_name, normalize_op
-from evaluator.results import Flag, TestResult
+from evaluator.results import REJECT_FLAGS, Flag, TestResult, flag_name
 from evaluator.testcase import TestCase, parse_case
 
 _CUDA_ERROR_MARKERS = (
@@ -66,15 +75,28 @@ def config_view(data: dict[str, Any]) -> Any:
 
 
 class ResultWriter:
-    """Append-only JSON lines; each write is one `os.write` on an O_APPEND descriptor."""
+    """Append-only JSON lines; each write is one `os.write` on an O_APPEND descriptor.
 
-    def __init__(self, path: str) -> None:
+    With a key, every line carries a sequence number and ends with `, "mac": HEX}`, an HMAC-SHA256
+    of the line up to that point: the kernel's process can reach the file by its path but holds
+    no key, so a line it writes, replays or reorders does not verify (`sandbox.JobState`)."""
+
+    def __init__(self, path: str, key: bytes | None = None) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.key = key
+        self.seq = 0
 
     def write(self, event: dict[str, Any]) -> None:
         # CLOCK_MONOTONIC is system-wide on Linux: the parent can subtract these stamps.
         event.setdefault("t", time.monotonic())
-        os.write(self.fd, (json.dumps(event, default=str) + "\n").encode())
+        if self.key is not None:
+            event["seq"] = self.seq
+            self.seq += 1
+        body = json.dumps(event, default=str)
+        if self.key is not None:
+            mac = hmac.new(self.key, body.encode(), hashlib.sha256).hexdigest()
+            body = f'{body[:-1]}, "mac": "{mac}"}}'
+        os.write(self.fd, (body + "\n").encode())
 
 
 def _confinement_functions() -> dict[str, tuple[Any, str]]:
@@ -197,22 +219,39 @@ def _short(exc: BaseException) -> str:
     return first[:_MAX_MSG]
 
 
-class Judge:
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.spec = spec
-        self.cfg = config_view(spec["config"])
-        self.op = normalize_op(spec["op"])
-        self.device: str = spec["device"]
-        self.packet = aten_overload(self.op)
-        self.mut_pos, self.mut_names = mutable_positions(self.packet)
-        self.out = ResultWriter(spec["results_path"])
-        self.launches = LaunchCounter()
-        self.launches.install()
-        self.host = HostEscapeWatch(self.launches)
-        self.host.install()
-        self.harness = HarnessSnapshot(
-            extra={name: (owner_cls, "run") for name, owner_cls in self._launch_owners().items()}
-            | {f"triton.{cls.__name__}.__call__": (cls, "__call__") for cls in launcher_classes()}
+def _launch_owners() -> dict[str, type]:
+    from triton.runtime.jit import JITFunction
+
+    owners: dict[str, type] = {"triton.JITFunction.run": JITFunction}
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        owners["triton.InterpretedFunction.run"] = InterpretedFunction
+    except ImportError:  # pragma: no cover
+        pass
+    return owners
+
+
+@dataclass
+class Instruments:
+    """The guards of the process that calls the kernel (the runner, or the sandbox child itself
+    where no runner is split off)."""
+
+    launches: LaunchCounter
+    host: HostEscapeWatch
+    harness: HarnessSnapshot
+    secrets: SecretWatch
+    threads: ThreadWatch
+
+    @classmethod
+    def install(cls) -> Instruments:
+        launches = LaunchCounter()
+        launches.install()
+        host = HostEscapeWatch(launches)
+        host.install()
+        harness = HarnessSnapshot(
+            extra={name: (owner_cls, "run") for name, owner_cls in _launch_owners().items()}
+            | {f"triton.{c.__name__}.__call__": (c, "__call__") for c in launcher_classes()}
             | {
                 "evaluator.checks.compare": (checks, "compare"),
                 "evaluator.checks._equal": (checks, "_equal"),
@@ -227,23 +266,159 @@ class Judge:
                 ),
             }
         )
-        self.secrets = SecretWatch()
+        threads = ThreadWatch()
+        threads.install()
+        return cls(launches, host, harness, SecretWatch(), threads)
+
+    def op_flags(self) -> list[str]:
+        flags = [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
+        flags += [f"{Flag.SECRET_PROBE}:{name}" for name in self.secrets.probes]
+        return flags
+
+
+def import_kernel(
+    kernel_file: str, op: str, secrets: SecretWatch
+) -> tuple[Any | None, dict[str, Any] | None]:
+    """Import the kernel file with the environment watched. Returns (function, None) or
+    (None, a load_error event)."""
+    path = Path(kernel_file)
+    fn_name = kernel_function_name(op)
+    secrets.install()
+    try:
+        module_name = f"atenforge_candidate_{path.stem}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    except SystemExit as exc:
+        return None, {
+            "event": "load_error",
+            "flag": Flag.EXIT_CALLED,
+            "error_type": "SystemExit",
+            "error_msg": f"sys.exit({exc.code}) at import",
+        }
+    except BaseException as exc:  # noqa: BLE001 - any import failure is the kernel's verdict
+        tb = traceback.format_exception_only(type(exc), exc)
+        return None, {
+            "event": "load_error",
+            "flag": Flag.IMPORT_ERROR,
+            "error_type": type(exc).__name__,
+            "error_msg": "".join(tb).strip()[-_MAX_MSG:],
+        }
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        found = sorted(n for n in vars(module) if n.endswith("_kernel_impl"))
+        hint = f"; it defines {', '.join(found)}" if found else ""
+        return None, {
+            "event": "load_error",
+            "flag": Flag.MISSING_FUNCTION,
+            "error_type": "MissingFunction",
+            "error_msg": f"{path.name} does not define {fn_name}{hint}",
+        }
+    return fn, None
+
+
+def guarded_call(
+    inst: Instruments, fn: Any, op: str, args: tuple, kwargs: dict, device: str
+) -> tuple[Any, list[str], str | None, str | None, int]:
+    """Call the kernel once under the guards. Returns (out, flags, error_type, error_msg,
+    launches); the caller decides whether zero launches is a cheat (it depends on eager)."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    trace = AtenTrace(inst.launches)
+    before = inst.launches.launches
+    flags: list[str] = []
+    out = None
+    err_type = err_msg = None
+    inst.host.calls = []
+    alive: list[str] = []
+    try:
+        inst.host.active = True
+        inst.threads.current = trace
+        with trace:
+            out = fn(*args, **kwargs)
+            alive = _canary(inst, trace)
+        inst.host.active = False
+        sync()
+    except SystemExit as exc:
+        flags.append(Flag.EXIT_CALLED)
+        err_type, err_msg = "SystemExit", f"the kernel called sys.exit({exc.code})"
+    except BaseException as exc:  # noqa: BLE001
+        err_type, err_msg = type(exc).__name__, _short(exc)
+        flags.append(Flag.CUDA_ERROR if _is_cuda_error(exc) else Flag.EXCEPTION)
+    inst.host.active = False
+    inst.threads.current = None
+    flags += inst.op_flags()
+    if err_type is None:
+        flags += [f"{Flag.INSTRUMENTATION_DISABLED}:{name}" for name in alive]
+        flags += [f"{Flag.HOST_COMPUTE}:{name}" for name in inst.host.calls]
+        flags += [f"{Flag.ATEN_FALLBACK}:{name}" for name in trace.compute_ops(op)]
+    return out, flags, err_type, err_msg, inst.launches.launches - before
+
+
+_CANARY: dict[str, Any] = {}
+
+
+def _canary(inst: Instruments, trace: AtenTrace) -> list[str]:
+    """After the kernel returns, still inside its trace: one ATen op, one Triton launch and one
+    host read by the harness must each be seen by their observer. Returns the blind ones (their
+    own records are removed again)."""
+    import triton
+    import triton.language as tl
+
+    if "kernel" not in _CANARY:
+
+        @triton.jit
+        def _canary_kernel(x_ptr):
+            tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+        _CANARY["kernel"] = _canary_kernel
+    blind: list[str] = []
+    n_ops, n_launches, ghost = len(trace.ops), inst.launches.launches, inst.launches.ghost
+    x = torch.zeros(1, dtype=torch.int32)
+    torch.ops.aten.atan2.default(x.float(), x.float())
+    if not any(name == "aten.atan2.default" for name, _ in trace.ops[n_ops:]):
+        blind.append("aten_trace")
+    del trace.ops[n_ops:]
+    # A launch through the same entry point a kernel's `kernel[grid](...)` takes; as a ghost it
+    # is counted but not run (the interpreter would spend a millisecond on it).
+    inst.launches.ghost = True
+    _CANARY["kernel"][(1,)](x)
+    inst.launches.ghost = ghost
+    if inst.launches.launches != n_launches + 1:
+        blind.append("launch_counter")
+    inst.launches.launches = n_launches
+    calls = list(inst.host.calls)
+    x.tolist()
+    if "tolist" not in inst.host.calls:
+        blind.append("host_escape_watch")
+    inst.host.calls[:] = calls
+    return blind
+
+
+def _nbytes(value: Any) -> int:
+    return sum(t.untyped_storage().nbytes() for _, t in _tensors(value, ""))
+
+
+class Judge:
+    def __init__(self, spec: dict[str, Any], runner: RunnerClient | None = None) -> None:
+        self.spec = spec
+        self.cfg = config_view(spec["config"])
+        self.op = normalize_op(spec["op"])
+        self.device: str = spec["device"]
+        self.packet = aten_overload(self.op)
+        self.mut_pos, self.mut_names = mutable_positions(self.packet)
+        self.out = ResultWriter(spec["results_path"], spec.get("_key"))
+        # Split: the kernel lives in the runner process and these guards live there. Otherwise
+        # (the GPU path today) this process calls the kernel itself under its own guards.
+        self.runner = runner
+        self.inst = Instruments.install() if runner is None else None
+        self.runner_flags: list[str] = []
         self.sync = torch.cuda.synchronize if self.device == "cuda" else (lambda: None)
         self.gpu_lock: GpuLock | None = None
         if self.device == "cuda" and spec.get("timing_lock"):
             self.gpu_lock = GpuLock(spec["timing_lock"])
-
-    def _launch_owners(self) -> dict[str, type]:
-        from triton.runtime.jit import JITFunction
-
-        owners: dict[str, type] = {"triton.JITFunction.run": JITFunction}
-        try:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            owners["triton.InterpretedFunction.run"] = InterpretedFunction
-        except ImportError:  # pragma: no cover
-            pass
-        return owners
 
     # ------------------------------------------------------------ preparation
 
@@ -287,94 +462,69 @@ class Judge:
     # ------------------------------------------------------------ kernel import
 
     def load_kernel(self) -> Any | None:
-        path = Path(self.spec["kernel_file"])
-        fn_name = kernel_function_name(self.op)
-        self.secrets.install()
-        try:
-            module_name = f"atenforge_candidate_{path.stem}"
-            spec = importlib.util.spec_from_file_location(module_name, path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {path}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module
-            spec.loader.exec_module(module)
-        except SystemExit as exc:
-            self.out.write(
-                {
-                    "event": "load_error",
-                    "flag": Flag.EXIT_CALLED,
-                    "error_type": "SystemExit",
-                    "error_msg": f"sys.exit({exc.code}) at import",
-                }
-            )
-            return None
-        except BaseException as exc:  # noqa: BLE001 - any import failure is the kernel's verdict
-            tb = traceback.format_exception_only(type(exc), exc)
-            self.out.write(
-                {
-                    "event": "load_error",
-                    "flag": Flag.IMPORT_ERROR,
-                    "error_type": type(exc).__name__,
-                    "error_msg": "".join(tb).strip()[-_MAX_MSG:],
-                }
-            )
-            return None
-        fn = getattr(module, fn_name, None)
-        if not callable(fn):
-            found = sorted(n for n in vars(module) if n.endswith("_kernel_impl"))
-            hint = f"; it defines {', '.join(found)}" if found else ""
-            self.out.write(
-                {
-                    "event": "load_error",
-                    "flag": Flag.MISSING_FUNCTION,
-                    "error_type": "MissingFunction",
-                    "error_msg": f"{path.name} does not define {fn_name}{hint}",
-                }
-            )
-            return None
+        if self.runner is not None:
+            began = time.monotonic()
+            loaded = self.runner.load(self.spec["kernel_file"])
+            self.runner_flags = loaded["flags"]
+            if self.cfg.sandbox.confine:
+                took = round(time.monotonic() - began, 4)
+                self.out.write(
+                    {"event": "confined", "containment": loaded.get("containment", "unknown"), "took_s": took}
+                )
+            if loaded["error"] is not None:
+                self.out.write(loaded["error"])
+                return None
+            return self.runner
+        assert self.inst is not None
+        fn, error = import_kernel(self.spec["kernel_file"], self.op, self.inst.secrets)
+        if error is not None:
+            self.out.write(error)
         return fn
 
     def op_flags(self) -> list[str]:
-        flags = [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
-        flags += [f"{Flag.SECRET_PROBE}:{name}" for name in self.secrets.probes]
-        return flags
+        return list(self.runner_flags) if self.inst is None else self.inst.op_flags()
 
     # ------------------------------------------------------------ one test
 
-    def call(self, fn: Any, run: Seeded) -> tuple[Any, list[str], str | None, str | None, Any]:
+    def invoke(
+        self, fn: Any, args: tuple, kwargs: dict, run: Seeded, ghost: bool, first: bool
+    ) -> CallReply:
+        """One call of the kernel on (args, kwargs): through the runner, or here under this
+        process's guards. With `ghost`, every Triton launch is a no-op."""
+        if self.runner is not None:
+            cap = 2 * (_nbytes(args) + _nbytes(list(kwargs.values())))
+            cap += 8 * _nbytes([run.ref_out]) + (1 << 20)
+            return self.runner.call(args, kwargs, ghost=ghost, first=first, reply_cap_bytes=cap)
+        assert self.inst is not None
+        self.inst.launches.ghost = ghost
+        if ghost:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            out, flags, err_type, err_msg, n = guarded_call(
+                self.inst, fn, self.op, args, kwargs, self.device
+            )
+        finally:
+            self.inst.launches.ghost = False
+            if ghost:
+                torch.use_deterministic_algorithms(False)
+        return CallReply(out, (args, kwargs), flags, n, err_type, err_msg)
+
+    def call(
+        self, fn: Any, run: Seeded, ghost: bool = False, first: bool = False
+    ) -> tuple[Any, list[str], str | None, str | None, Any]:
         """Call the kernel once on fresh copies. Returns (out, flags, error_type, error_msg, inputs)."""
         args, kwargs = clone_tree(run.args), clone_tree(run.kwargs)
         for name in self.mut_names:
             if name in kwargs and name != "self":
                 _poison(kwargs[name])
         _poison_allocator(run.ref_out, self.device)
-        trace = AtenTrace(self.launches)
-        before = self.launches.launches
-        flags: list[str] = []
-        out = None
-        err_type = err_msg = None
-        self.host.calls = []
-        try:
-            self.host.active = True
-            with trace:
-                out = fn(*args, **kwargs)
-            self.host.active = False
-            self.sync()
-        except SystemExit as exc:
-            flags.append(Flag.EXIT_CALLED)
-            err_type, err_msg = "SystemExit", f"the kernel called sys.exit({exc.code})"
-        except BaseException as exc:  # noqa: BLE001
-            err_type, err_msg = type(exc).__name__, _short(exc)
-            flags.append(Flag.CUDA_ERROR if _is_cuda_error(exc) else Flag.EXCEPTION)
-        flags += [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
-        flags += [f"{Flag.SECRET_PROBE}:{name}" for name in self.secrets.probes]
-        self.host.active = False
-        if err_type is None:
-            flags += [f"{Flag.HOST_COMPUTE}:{name}" for name in self.host.calls]
-            if self.launches.launches == before and not self.outputs_empty(run):
+        reply = self.invoke(fn, args, kwargs, run, ghost, first)
+        flags = list(reply.flags)
+        if reply.error_type is None:
+            if reply.launches == 0 and not self.outputs_empty(run):
                 flags.append(Flag.NO_TRITON_LAUNCH)
-            flags += [f"{Flag.ATEN_FALLBACK}:{name}" for name in trace.compute_ops(self.op)]
-        return out, flags, err_type, err_msg, (args, kwargs)
+            flags += output_flags(reply.out, run.ref_out)
+        return reply.out, flags, reply.error_type, reply.error_msg, reply.inputs
 
     def outputs_empty(self, run: Seeded) -> bool:
         """True when every output eager produced (returned and written in place) has zero elements:
@@ -466,7 +616,7 @@ class Judge:
         messages: list[str] = []
         for step, k in enumerate(schedule):
             run = item.runs[k]
-            out, flags, err_type, err_msg, inputs = self.call(fn, run)
+            out, flags, err_type, err_msg, inputs = self.call(fn, run, first=step == 0)
             for f in flags:
                 if f not in result.flags:
                     result.flags.append(f)
@@ -534,6 +684,46 @@ class Judge:
             result.flags.append(Flag.INTERPRETER_BF16)
         return result
 
+    def ghost_eligible(self, run: Seeded) -> bool:
+        """Whether a right answer with every launch a no-op would prove compute outside Triton:
+        not when an expected output is empty, constant (fills may make it) or equal to an input
+        (a copy may make it), or when the op returns no tensor."""
+        outs: list[Any] = [run.ref_out]
+        outs += [run.ref_args[i] for i in sorted(self.mut_pos) if i < len(run.ref_args)]
+        outs += [run.ref_kwargs[n] for n in sorted(self.mut_names) if n in run.ref_kwargs]
+        leaves = _leaves(outs)
+        if not leaves or not all(isinstance(t, torch.Tensor) and t.numel() > 1 for t in leaves):
+            return False
+        inputs = [t for _, t in _tensors([list(run.args), list(run.kwargs.values())], "")]
+        for t in leaves:
+            flat = t.reshape(-1)
+            if bool((flat == flat[0]).all()) or bool(torch.isnan(flat).all()):
+                return False
+            if any(
+                i.dtype == t.dtype and i.shape == t.shape and checks.bitwise_equal(i, t)
+                for i in inputs
+            ):
+                return False
+        return True
+
+    def ghost_replay(
+        self, fn: Any, prepared: list[Prepared], results: list[TestResult]
+    ) -> list[str]:
+        """One extra call per operator, on its smallest passing test where a ghost result means
+        something: every Triton launch a no-op and fresh memory poisoned. If the result still
+        matches eager, the launches did not compute it. Returns operator flags."""
+        passing = [item for item, res in zip(prepared, results, strict=True) if res.passed]
+        for item in sorted(passing, key=lambda it: it.case.total_numel()):
+            run = item.runs[min(1, len(item.runs) - 1)]
+            if not self.ghost_eligible(run):
+                continue
+            out, flags, err_type, _, inputs = self.call(fn, run, ghost=True, first=True)
+            found = [f for f in flags if flag_name(f) in REJECT_FLAGS]
+            if err_type is None and self.check_result(out, run, inputs).ok:
+                found.append(f"{Flag.COMPUTED_OUTSIDE_TRITON}:{item.case.serialize()[:200]}")
+            return found  # an error is fine: a kernel may fail on what skipped launches left
+        return []
+
     # ------------------------------------------------------------ the whole job
 
     def run(self) -> None:
@@ -548,7 +738,9 @@ class Judge:
                 self.gpu_lock.share()  # before any CUDA work: a timing sandbox may own the GPU
         prepared = self.prepare(cases)
         self.out.write({"event": "prepared", "n": len(prepared)})
-        if self.cfg.sandbox.confine:  # trusted setup is over: confine before the kernel loads
+        # Trusted setup is over: confine the process that imports the kernel before it loads
+        # (a split-off runner confines itself and says how far, see load_kernel).
+        if self.cfg.sandbox.confine and self.runner is None:
             from evaluator import confine
 
             began = time.monotonic()
@@ -576,7 +768,7 @@ class Judge:
                     args=item.case.serialize(),
                     passed=False,
                     error_type="NotRun",
-                    error_msg="not run: the CUDA context was lost earlier in this sandbox",
+                    error_msg="not run: the CUDA context or the kernel's process was lost earlier",
                 )
             elif item.skip_reason is not None:
                 res = TestResult(
@@ -589,9 +781,15 @@ class Judge:
                 )
             else:
                 res = self.run_test(fn, item)
-                broken = Flag.CUDA_ERROR in res.flags
+                broken = Flag.CUDA_ERROR in res.flags or (
+                    self.runner is not None and self.runner.exit_flag is not None
+                )
             results.append(res)
             self.out.write({"event": "test_result", "index": i, "result": res.to_json()})
+        if not broken:
+            ghost_flags = self.ghost_replay(fn, prepared, results)
+            if ghost_flags:
+                self.out.write({"event": "loaded", "flags": ghost_flags})
         if (
             self.device == "cuda"
             and self.spec.get("measure_performance")
@@ -626,9 +824,31 @@ def _has_bf16(case: TestCase) -> bool:
     return any(s.dtype == torch.bfloat16 for s in case.tensor_specs())
 
 
+def _read_key(spec: dict[str, Any]) -> None:
+    """Take the results key out of its file (read once, then deleted): only this process holds
+    it, and the runner, forked before, never saw it."""
+    key_file = spec.get("key_file")
+    if key_file:
+        spec["_key"] = bytes.fromhex(Path(key_file).read_text().strip())
+        Path(key_file).unlink()
+
+
 def run_job(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
-    Judge(spec).run()
+    # The runner is forked first: before this process reads the results key, opens the results
+    # file, touches CUDA or computes a reference, so its memory holds none of them.
+    split = spec.get("split_judge", spec["device"] == "cpu")
+    if split:
+        import gc
+
+        gc.freeze()  # the collector then leaves inherited objects alone: fewer copy-on-write pages
+    runner = start_runner(spec) if split else None
+    try:
+        _read_key(spec)
+        Judge(spec, runner).run()
+    finally:
+        if runner is not None:
+            runner.close()
 
 
 if __name__ == "__main__":

@@ -38,6 +38,11 @@ class Flag:
     SECRET_PROBE = "secret_probe"
     HOST_COMPUTE = "host_compute"  # tensor data taken to the host (numpy, tolist) during the call
     SANDBOX_VIOLATION = "sandbox_violation"  # tried to leave its confinement: write, network, ...
+    NON_TENSOR_OUTPUT = "non_tensor_output"  # not a plain dense torch.Tensor where eager has one
+    COMPUTED_OUTSIDE_TRITON = "computed_outside_triton"  # right answer with every launch a no-op
+    INSTRUMENTATION_DISABLED = "instrumentation_disabled"  # a guard stopped observing
+    RUNNER_PROTOCOL = "runner_protocol"  # the kernel's process sent malformed data
+    FORGED_RESULT = "forged_result"  # a results line the verifier did not sign
     # faults -> error
     IMPORT_ERROR = "import_error"
     MISSING_FUNCTION = "missing_function"
@@ -69,6 +74,11 @@ REJECT_FLAGS = {
     Flag.SECRET_PROBE,
     Flag.HOST_COMPUTE,
     Flag.SANDBOX_VIOLATION,
+    Flag.NON_TENSOR_OUTPUT,
+    Flag.COMPUTED_OUTSIDE_TRITON,
+    Flag.INSTRUMENTATION_DISABLED,
+    Flag.RUNNER_PROTOCOL,
+    Flag.FORGED_RESULT,
 }
 ERROR_FLAGS = {
     Flag.IMPORT_ERROR,

@@ -9,24 +9,33 @@ What the isolation covers:
   `sys.exit`/`os._exit`, an exception at import or a lost CUDA context ends only that candidate's
   run; tests already finished keep their results (the child writes one JSON line per event);
 - the fork server never initialises CUDA; each child creates its own context;
-- each candidate is confined at the OS level before its kernel module is imported
+- on the CPU the kernel runs in a runner process forked by the verifier before any reference,
+  key or results file exists there; every results line carries a sequence number and an HMAC
+  under a per-job key that only the verifier reads; a line that does not verify makes the
+  verdict `rejected` (`forged_result`);
+- each candidate's runner is confined at the OS level before its kernel module is imported
   (`evaluator.confine`, docs/SANDBOX.md): writes only to its scratch directory and the Triton and
-  CUDA caches, reads only what Python, torch, Triton and the CUDA driver need, no sockets, no
-  capabilities, no view of other processes' /proc entries, no signals outside its sandbox, caps
-  on memory, open files, file size and processes, and every process it starts dies with it (a
-  PID namespace per candidate). Attempts to leave are reported as `sandbox_violation:<kind>`.
-What it does NOT cover: the candidate still runs in the same process as the harness that checks
-it, so it can tamper with what that process writes (guards detect known tampering); a GPU can be
-hogged within the time limits and GPU memory is not capped; timing and cache side channels stay
-open; the Triton cache is shared by candidates. `run.json` says how much of the confinement this
-machine offers (`containment: full | partial (...)`).
+  CUDA caches, reads only what Python, torch, Triton and the CUDA driver need, no sockets (Unix
+  ones on a GPU), no capabilities, no view of other processes' /proc entries, no signals outside
+  its sandbox, caps on memory, open files, file size and processes, and every process it starts
+  dies with it (a PID namespace per candidate on the CPU, a subreaper on a GPU). Attempts to
+  leave are reported as `sandbox_violation:<kind>`.
+What it does NOT cover: on a GPU the kernel still runs in the verifier's process (guards detect
+known tampering, but it could reach references there); a GPU can be hogged within the time
+limits and GPU memory is not capped; timing and cache side channels stay open; the Triton cache
+is shared by candidates. `run.json` says how much of the confinement this machine offers
+(`containment: full | partial (...)`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import signal
 import statistics
@@ -58,6 +67,7 @@ from evaluator.results import (
 from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
+_MAC_TAIL = re.compile(rb', "mac": "([0-9a-f]{64})"\}$')
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _POLL_S = 0.005
 
@@ -93,6 +103,9 @@ class JobState:
     begun_at: float | None = None  # the child exists (forked or spawned)
     done_at: float | None = None
     test_s: list[float] = field(default_factory=list)  # seconds per finished test
+    key: bytes | None = None  # lines must carry this key's HMAC and the next sequence number
+    seq: int = 0
+    forged: int = 0  # lines that did not verify: written by someone without the key
 
     def phases(self) -> dict[str, float]:
         """Seconds per phase as seen by the parent: spawn, prepare (inputs + eager
@@ -128,10 +141,25 @@ class JobState:
         for line in complete.split(b"\n"):
             if not line.strip():
                 continue
+            if self.key is not None:
+                signed = self._verified(line)
+                if signed is None:
+                    evidence = _unsigned_violation(line)
+                    if evidence is not None:
+                        self.events.append(evidence)
+                    else:
+                        self.forged += 1
+                    continue
+                line = signed
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if self.key is not None:
+                if event.get("seq") != self.seq:
+                    self.forged += 1
+                    continue
+                self.seq += 1
             self.events.append(event)
             kind = event.get("event")
             stamp = event.get("t")
@@ -151,6 +179,35 @@ class JobState:
             elif kind == "done":
                 self.done = True
                 self.done_at = now
+
+    def _verified(self, line: bytes) -> bytes | None:
+        """The line without its MAC when the MAC verifies, else None."""
+        assert self.key is not None
+        m = _MAC_TAIL.search(line.rstrip())
+        if m is None:
+            return None
+        body = line[: m.start()] + b"}"
+        want = hmac.new(self.key, body, hashlib.sha256).hexdigest().encode()
+        return body if hmac.compare_digest(want, m.group(1)) else None
+
+
+def _unsigned_violation(line: bytes) -> dict[str, Any] | None:
+    """A containment violation reported by a process that holds no results key (the candidate's
+    process-tree keeper, which reports leftover processes after the verifier is gone). Accepted
+    unsigned because it can only make the verdict worse; anything else unsigned is a forgery."""
+    try:
+        event = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if (
+        isinstance(event, dict)
+        and event.get("event") == "violation"
+        and set(event) <= {"event", "kind", "detail"}
+        and isinstance(event.get("kind"), str)
+        and len(event["kind"]) <= 32
+    ):
+        return {"event": "violation", "kind": event["kind"], "detail": str(event.get("detail"))[:300]}
+    return None
 
 
 class _ForkServer:
@@ -292,6 +349,7 @@ class Sandbox:
             "measure_performance": measure_performance and self.device == "cuda",
             "results_path": str(results_path),
             "timing_lock": str(self.scratch / "gpu_timing.lock"),
+            "key_file": str(job_dir / "results.key"),
         }
         spec_path = job_dir / "spec.json"
         spec_path.write_text(json.dumps(spec))
@@ -336,7 +394,12 @@ class Sandbox:
         cancel: threading.Event | None,
     ) -> Outcome:
         cfg = self.config.sandbox
-        state = JobState()
+        key = secrets.token_bytes(32)
+        key_file = job_dir / "results.key"
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, key.hex().encode())
+        os.close(fd)
+        state = JobState(key=key)
         outcome = Outcome(state=state)
         proc: subprocess.Popen[bytes] | None = None
         queue: Queue[dict[str, Any]] | None = None
@@ -491,6 +554,15 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
         op=op, folder=op_to_folder(op), status=Status.ERROR, kernel_file=kernel_file
     )
     state = outcome.state
+    if state.forged:
+        result.status = Status.REJECTED
+        result.flags = [f"{Flag.FORGED_RESULT}:{state.forged} line(s)"]
+        result.reason = (
+            f"rejected: {state.forged} line(s) of the results file were not written by the"
+            " verifier (the kernel's process wrote to it)"
+        )
+        result.tests = len(cases)
+        return result
     tests: dict[int, TestResult] = {}
     op_flags: list[str] = []
     load_error: dict[str, Any] | None = None
