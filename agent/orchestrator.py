@@ -1,4 +1,4 @@
-"""Generation (issue 3 items 4, 6): the workers of every selected operator, winners kept on disk.
+"""Generation: the workers of every selected operator, winners kept on disk.
 
 Contract:
 - `Generator(cfg, provider=..., parts=..., runlog=..., budget=..., device=..., kernels_dir=...,

@@ -1,4 +1,4 @@
-"""The agent's side of a run folder (design §6): every round on disk as it happens, and read back.
+"""The agent's side of a run folder: every round on disk as it happens, and read back.
 
 Layout (the replay provider and `python -m agent.logs` read it):
     run_dir/run.json                      command line, resolved config, environment, start/end, status

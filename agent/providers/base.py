@@ -1,4 +1,4 @@
-"""The one interface every provider implements (design §7).
+"""The one interface every provider implements.
 
 A provider turns a conversation into one completion. It never runs code and never sees the
 evaluator; a failed call raises `ProviderError` with a reason, which the worker records as a

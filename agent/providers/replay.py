@@ -2,7 +2,7 @@
 
 Contract: `ReplayProvider(run_dir)` answers the call for `context.op`, worker `context.worker`,
 round `context.round` (both start at 1) with the text of
-`run_dir/ops/<folder>/worker_<w>/round_<r>/response.md` (design §6). Tokens and the model name come
+`run_dir/ops/<folder>/worker_<w>/round_<r>/response.md`. Tokens and the model name come
 from that round's `meta.json` when present, so budgets behave as in the recorded run. A round that
 was recorded as a failed call (no response; `meta.json` with outcome `provider_error` and its
 `error`) fails again with that error; a round that was never recorded raises
