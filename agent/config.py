@@ -158,6 +158,19 @@ def default_config_path() -> Path:
     return CONFIG_DIR / "default.toml"
 
 
+def resolve_config_path(path: str | Path) -> Path:
+    """A --config path as given; when it does not exist from here, a shipped config it names
+    (`configs/builtin.toml`, `builtin.toml` or `builtin`), so the README's commands work from
+    any directory with an installed package."""
+    given = Path(path)
+    if given.exists() or given.is_absolute() or len(given.parts) > 2:
+        return given
+    if len(given.parts) == 2 and given.parts[0] != "configs":
+        return given
+    shipped = CONFIG_DIR / (given.name if given.suffix == ".toml" else f"{given.name}.toml")
+    return shipped if shipped.is_file() else given
+
+
 def load_config(
     path: str | Path | None = None, overrides: dict[str, Any] | None = None
 ) -> RunConfig:
@@ -167,7 +180,7 @@ def load_config(
     if default.exists():
         data = _read_toml(default)
     if path is not None:
-        data = _deep_merge(data, _read_toml(Path(path)))
+        data = _deep_merge(data, _read_toml(resolve_config_path(path)))
     if overrides:
         data = _deep_merge(data, overrides)
     try:

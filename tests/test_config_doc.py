@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 from pydantic import BaseModel
 
-from agent.config import RunConfig, default_config_path, load_config
+from agent.config import RunConfig, default_config_path, load_config, resolve_config_path
 from agent.config_doc import main, render_default_toml
 
 FIX = "configs/default.toml is out of date: run `python -m agent.config_doc --write`."
@@ -62,3 +63,15 @@ def test_check_flag_says_how_to_fix_a_stale_file(tmp_path, monkeypatch, capsys) 
     assert "python -m agent.config_doc --write" in capsys.readouterr().err
     assert main(["--write"]) == 0
     assert main(["--check"]) == 0
+
+
+def test_config_flag_names_a_shipped_config_from_any_directory(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for given in ("configs/builtin.toml", "builtin.toml", "builtin"):
+        assert resolve_config_path(given) == default_config_path().parent / "builtin.toml"
+        assert load_config(given).provider.name == "builtin"
+    (tmp_path / "configs").mkdir()
+    own = tmp_path / "configs" / "builtin.toml"
+    own.write_text('[provider]\nname = "openai"\n', encoding="utf-8")
+    assert load_config("configs/builtin.toml").provider.name == "openai"
+    assert resolve_config_path("other/builtin.toml") == Path("other/builtin.toml")
