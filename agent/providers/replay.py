@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.messages import PROVIDER_ERROR
 from agent.providers.base import Completion, Message, OperatorContext, ProviderError
-from agent.runlog import PROVIDER_ERROR
 from evaluator.naming import normalize_op, op_to_folder
 
 
