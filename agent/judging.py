@@ -67,50 +67,8 @@ class Evaluator(Protocol):
 class LocalEvaluator:
     """The evaluator on this machine: sandboxes shared across calls, closed by `close`."""
 
-    def judge(
-        self,
-        kernel_file: Path,
-        op: str,
-        cases: list[TestCase],
-        *,
-        config: EvalConfig,
-        device: str = "auto",
-        measure_performance: bool = False,
-        cancel: threading.Event | None = None,
-    ) -> OperatorResult:
-        return judge_candidate(
-            kernel_file,
-            op,
-            cases,
-            config=config,
-            device=device,
-            measure_performance=measure_performance,
-            cancel=cancel,
-        )
-
-    def evaluate(self, kernels_dir: Path | str, **options: Any) -> Any:
-        return evaluate(kernels_dir, **options)
-
-    def resolve_device(self, device: str) -> str:
-        return resolve_device(device)
-
-    def close(self) -> None:
-        close_sandboxes()
-
-    def select(
-        self,
-        suite: str | None = "torchbench",
-        ops: list[str] | None = None,
-        num_operators: int | None = None,
-        trace_file: str | Path | None = None,
-        max_cases_per_op: int = 10,
-        prefer: Callable[[TestCase], bool] | None = None,
-    ) -> Selection:
-        return select_operators(
-            suite,
-            ops=ops,
-            num_operators=num_operators,
-            trace_file=trace_file,
-            max_cases_per_op=max_cases_per_op,
-            prefer=prefer,
-        )
+    judge = staticmethod(judge_candidate)
+    evaluate = staticmethod(evaluate)
+    resolve_device = staticmethod(resolve_device)
+    close = staticmethod(close_sandboxes)
+    select = staticmethod(select_operators)
