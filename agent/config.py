@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -86,6 +86,29 @@ class ProviderConfig(_Model):
     )
 
 
+class SpeedConfig(_Model):
+    num_noise_repeats: int = Field(
+        2, ge=2, le=10, description="timed judgings of the kept kernel that measure timing noise"
+    )
+    min_gain: float = Field(
+        0.03,
+        ge=0,
+        le=1,
+        description="a faster kernel must beat the kept one by at least this share, and by the "
+        "measured noise when that is larger",
+    )
+    ceiling_fraction: float = Field(
+        0.9, gt=0, le=1, description="stop once every case reaches this share of its ceiling"
+    )
+    num_idle_rounds: int = Field(
+        2, ge=1, le=20, description="stop after this many speed rounds in a row kept nothing"
+    )
+    peak_tflops: dict[str, float] = Field(
+        default_factory=lambda: {"f16": 989.0, "bf16": 989.0, "f32": 67.0, "f64": 34.0},
+        description="dense compute peak per dtype for the compute ceiling (H200 SXM figures)",
+    )
+
+
 class AgentConfig(_Model):
     num_workers: int = Field(
         4, ge=1, le=64, description="workers per operator, each its own conversation"
@@ -105,6 +128,12 @@ class AgentConfig(_Model):
         4000, ge=200, description="budget for evaluator feedback in a refine prompt"
     )
     num_prompt_cases: int = Field(6, ge=1, le=50, description="test cases shown in a prompt")
+    speed_rounds: Annotated[int, Field(ge=0, le=50)] | Literal["auto"] = Field(
+        "auto",
+        description="rounds that ask for a faster kernel once an operator passed; auto = 3 on a "
+        "GPU, 0 on the CPU (nothing is timed there)",
+    )
+    speed: SpeedConfig = Field(default_factory=SpeedConfig)
 
 
 class SuiteConfig(_Model):

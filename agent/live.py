@@ -203,6 +203,22 @@ class RunView:
             )
         elif kind == "op_decided_earlier":
             self._line(f"[{op}] decided earlier in this run folder: {e.get('status')}")
+        elif kind == "speed_round_end":  # agent.speed
+            speedup = e.get("speedup")
+            timed = f" at {speedup:.3f}x" if isinstance(speedup, float) else ""
+            reason = f": {_clip(e.get('reason'))}" if e.get("reason") else ""
+            self._line(
+                f"[{op}] worker {e.get('worker')} speed round {e.get('round')}: "
+                f"{e.get('outcome')}{timed}{reason}",
+                detail=True,
+            )
+        elif kind == "speed_done":
+            before, after = e.get("speedup_before"), e.get("speedup_after")
+            if isinstance(before, float) and isinstance(after, float):
+                self._line(
+                    f"[{op}] speed rounds: {before:.3f}x -> {after:.3f}x eager "
+                    f"({e.get('rounds')} round(s), {e.get('stopped')})"
+                )
 
     def evaluated(self, result: Any) -> None:
         """evaluator.evaluate.evaluate's progress callback: one OperatorResult.

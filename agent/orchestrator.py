@@ -207,6 +207,7 @@ class Generator:
         self._tasks: list[OpTask] = []
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
+        self._speed: dict[str, dict[str, Any]] = {}  # op -> its speed rounds' record (agent.speed)
 
     def interrupt(self) -> None:
         """Stop everything: no new operators, no new rounds, sandboxes killed by the judge."""
@@ -355,6 +356,10 @@ class Generator:
         started = time.monotonic()
         if task.winner is None and task.untestable_reason is None:
             self._run_workers(task, workers)
+        if task.winner is not None and not self.stop.is_set():
+            from agent.speed import run_speed_rounds  # may make task.winner_code a faster file
+
+            run_speed_rounds(self, task, num_workers)
         outcome = self._decide(task, [w.report for w in workers])
         self.runlog.emit(
             "op_done",
@@ -431,6 +436,10 @@ class Generator:
                 f"worker {worker} passed in round {round_}",
                 **base,
             )
+            if task.op in self._speed:  # what the speed rounds did and spent (agent.speed)
+                from agent.speed import speed_outcome
+
+                speed_outcome(outcome, self._speed[task.op])
             self._write_decision(outcome, archived)
             return outcome
         if task.untestable_reason is not None:
@@ -500,6 +509,7 @@ class Generator:
                 else outcome.cost_usd,
                 "cost": cost_text(outcome.cost_usd, outcome.cost_known),
                 "decided_at": _now(),
+                "speed": self._speed.get(outcome.op),
             },
         )
 

@@ -34,7 +34,7 @@ from evaluator.naming import (
 )
 from evaluator.testcase import CODE_OF_DTYPE, TestCase
 
-TEMPLATE_NAMES = ("system.j2", "generate.j2", "refine.j2")
+TEMPLATE_NAMES = ("system.j2", "generate.j2", "refine.j2", "speed.j2")
 
 # A case can list a hundred tensors (cat, _foreach_*); past this it costs tokens and teaches nothing.
 MAX_CASE_CHARS = 1500

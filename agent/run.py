@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-rounds", type=int, metavar="N", help="generate/test rounds per worker (default: 5)"
     )
     loop.add_argument(
+        "--speed-rounds",
+        type=int,
+        metavar="N",
+        help="rounds asking for a faster kernel once one passed (default: 3 on a GPU, 0 on the CPU)",
+    )
+    loop.add_argument(
         "--parallel-ops", type=int, metavar="N", help="operators in flight at once (default: 2)"
     )
     loop.add_argument(
@@ -222,6 +228,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     put("agent.num_workers", args.num_workers)
     put("agent.max_rounds", args.max_rounds)
     put("agent.parallel_ops", args.parallel_ops)
+    put("agent.speed_rounds", args.speed_rounds)
     put("agent.max_tokens", args.max_tokens)
     put("agent.max_cost_usd", args.max_cost_usd)
     put("log_dir", args.log_dir)

@@ -199,7 +199,7 @@ class RunLog:
         inp = out = 0
         cost = 0.0
         for event in read_events(self.run_dir):
-            if event.get("event") != "round_end":
+            if event.get("event") not in ("round_end", "speed_round_end"):
                 continue
             inp += int(event.get("input_tokens") or 0)
             out += int(event.get("output_tokens") or 0)

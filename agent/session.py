@@ -38,6 +38,8 @@ from agent.providers.base import Provider
 from agent.providers.health import ProviderHealth
 from agent.report_html import write_report_quietly
 from agent.runlog import RunLog, read_json
+from agent.speed import resolve_speed_rounds
+from agent.speed_report import add_speed_to_reports
 from evaluator.errors import UsageError
 from evaluator.naming import kernel_path, op_to_folder
 
@@ -122,6 +124,9 @@ class Session:
                 )
             self._say_context_window(provider)
         self._write_start(device, provider, why, ops, previous)
+        speed_note = resolve_speed_rounds(self.cfg.agent.speed_rounds, device)[1]
+        if provider is not None and speed_note:  # agent.speed: none on the CPU, said once
+            self.say(speed_note)
         runlog.emit(
             "run_start",
             mode=req.mode,
@@ -371,6 +376,8 @@ class Session:
             excluded=list(self._selection.excluded),
         )
         self.runlog.emit("evaluation_done", scores=getattr(report, "scores", None))
+        if report is not None and self.run_dir is not None:  # before/after speed rounds
+            add_speed_to_reports(self.runlog, [oc.op for oc in ops], report, self.run_dir)
         return report
 
     def _missing_report(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:

@@ -2,7 +2,7 @@
 # Batched GPU measurements for one lease of the H200 (method and results: docs/PERFORMANCE.md).
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
-# Steps: cost | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
+# Steps: cost | confined | speed10 | speedtests | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
 #        window | breakdown | copybw | evalops | profile | devbw | resweep | ncu
 # evalops, profile, devbw and ncu take the operators from $OPS (comma-separated); evalops and ncu write
 # their builtin kernels first. ncu: Nsight Compute's full set for the kernels whose name matches the
@@ -20,6 +20,19 @@ for step in "$@"; do
     cost)
       timeout 100 python3 benchmarks/sandbox_cost.py --device cuda --num-candidates 10 --modes fork \
         --out "$out/sandbox_cost.json" > "$out/cost.log" 2>&1 ;;
+    speed10)
+      # speed rounds with the builtin provider: per operator speedup before and after
+      timeout -s INT -k 30 "${SPEED_TIMEOUT:-420}" python3 -m agent.run --provider builtin --suite torchbench \
+        --num-operators 10 --speed-rounds 3 --device cuda --kernels-dir /tmp/k_speed > "$out/speed10.log" 2>&1
+      keep_run speed10 ;;
+    confined)
+      # containment on the GPU: what the machine enforces, then the sandbox-judged GPU tests
+      timeout 60 python3 -m evaluator.confine --check > "$out/confined.log" 2>&1
+      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_containment.py \
+        -m "gpu or not gpu" >> "$out/confined.log" 2>&1 ;;
+    speedtests)
+      timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_speed_rounds.py \
+        tests/test_compile_baseline.py > "$out/speedtests.log" 2>&1 ;;
     agent10)
       timeout 300 python3 -m agent.run --provider builtin --suite torchbench --num-operators 10 \
         --device cuda --num-workers 1 --kernels-dir /tmp/k10 > "$out/agent10.log" 2>&1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Model(BaseModel):
@@ -100,6 +100,19 @@ class TimingConfig(_Model):
     suspicious_speedup: float = Field(
         10.0, gt=1, description="speedups above this are flagged suspicious_speedup"
     )
+    baselines: list[Literal["eager", "compile"]] = Field(
+        default_factory=lambda: ["eager"],
+        description="what kernels are timed against: eager ATen always; 'compile' adds the op "
+        "compiled by torch.compile (Inductor), timed paired with the kernel (slower: compiles "
+        "per case shape)",
+    )
+
+    @field_validator("baselines")
+    @classmethod
+    def _eager_first(cls, value: list[str]) -> list[str]:
+        if "eager" not in value:
+            raise ValueError("'eager' must be among the baselines (speedups are against eager)")
+        return list(dict.fromkeys(value))
 
 
 class SandboxConfig(_Model):

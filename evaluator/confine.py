@@ -29,6 +29,8 @@ import functools
 import json
 import os
 import resource
+import shutil
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,6 +97,9 @@ class Policy:
     max_open_files: int
     max_file_mib: int
     max_processes: int
+    # The CUDA driver opens Unix sockets while it initialises (with them refused, or abstract ones
+    # scoped away by Landlock, cudaGetDeviceCount fails with error 304): allowed on a GPU only.
+    unix_sockets: bool = False
 
 
 @dataclass
@@ -130,6 +135,19 @@ def _python_read_paths() -> list[str]:
     return paths
 
 
+def _c_compiler_roots() -> list[str]:
+    """Where the C compiler lives: Triton builds each kernel's launcher with it on a GPU. A
+    compiler outside /usr (the H200 image's /opt/gcc) brings its whole install tree."""
+    roots = []
+    for name in (os.environ.get("CC", ""), "gcc", "clang", "cc"):
+        found = shutil.which(name) if name else None
+        if found:
+            real = os.path.realpath(found)
+            root = os.path.dirname(os.path.dirname(real))
+            roots.append(root if root != "/" else os.path.dirname(real))
+    return roots
+
+
 def _gpu_devices() -> list[str]:
     try:
         names = os.listdir("/dev")
@@ -152,7 +170,7 @@ def build_policy(job_dir: str, device: str, limits: Any) -> Policy:
     if device == "cuda":
         # The CUDA driver: its device files (ioctl), its /proc and sysfs entries.
         read += ["/proc/driver/nvidia", "/proc/devices", "/proc/modules", "/sys"]
-        read += ["/usr/local/cuda", "/opt/nvidia", "/etc/nvidia"]
+        read += ["/usr/local/cuda", "/opt/nvidia", "/etc/nvidia"] + _c_compiler_roots()
         devices += _gpu_devices()
     write = [job_dir]
     for var in ("TRITON_CACHE_DIR", "CUDA_CACHE_PATH"):
@@ -168,6 +186,7 @@ def build_policy(job_dir: str, device: str, limits: Any) -> Policy:
         max_open_files=limits.max_open_files,
         max_file_mib=limits.max_file_mib,
         max_processes=limits.max_processes,
+        unix_sockets=device == "cuda",
     )
 
 
@@ -209,11 +228,14 @@ def _drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def _load_seccomp() -> None:
+def _load_seccomp(unix_sockets: bool = False) -> None:
     import pyseccomp as sc  # needs libseccomp.so.2
 
     flt = sc.SyscallFilter(sc.ALLOW)
-    flt.add_rule(sc.ERRNO(errno.EACCES), "socket")
+    if unix_sockets:
+        flt.add_rule(sc.ERRNO(errno.EACCES), "socket", sc.Arg(0, sc.NE, socket.AF_UNIX))
+    else:
+        flt.add_rule(sc.ERRNO(errno.EACCES), "socket")
     for name in _DENIED_SYSCALLS:
         try:
             flt.add_rule(sc.ERRNO(errno.EPERM), name)
@@ -256,8 +278,13 @@ def confine_current_process(
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("rlimits", lambda: _set_limits(policy)),
         ("capabilities", _drop_capabilities),
-        ("landlock", lambda: confine_landlock.restrict(policy.read, policy.write, policy.devices)),
-        ("seccomp", _load_seccomp),
+        (
+            "landlock",
+            lambda: confine_landlock.restrict(
+                policy.read, policy.write, policy.devices, scope_unix=not policy.unix_sockets
+            ),
+        ),
+        ("seccomp", lambda: _load_seccomp(policy.unix_sockets)),
     ]
     for name, step in steps:
         try:
@@ -293,7 +320,11 @@ def contain_job(spec_path: str, run: Callable[[], int]) -> None:
         finally:
             os.close(fd)
 
-    confine_tree.run_contained(run, sandbox["max_processes"], report)
+    # The CUDA driver fails to initialise as pid 1 of a new PID namespace (error 304 on the H200):
+    # on a GPU the candidate's process tree is held by a subreaper instead.
+    confine_tree.run_contained(
+        run, sandbox["max_processes"], report, pid_namespace=spec.get("device") != "cuda"
+    )
 
 
 # ---------------------------------------------------------------------------- probing

@@ -110,10 +110,13 @@ class Applied:
     skipped: list[str]  # paths that did not exist or could not be opened
 
 
-def restrict(read: list[str], write: list[str], devices: list[str]) -> Applied:
+def restrict(
+    read: list[str], write: list[str], devices: list[str], *, scope_unix: bool = True
+) -> Applied:
     """Apply a ruleset: `read` = read and execute beneath, `write` = every right beneath,
-    `devices` = read, write and ioctl on those device files. Raises OSError if the kernel
-    refuses; with ABI 0 it raises OSError(ENOSYS)."""
+    `devices` = read, write and ioctl on those device files; signals (and, with `scope_unix`,
+    abstract Unix sockets) scoped to the domain. Raises OSError if the kernel refuses; with ABI 0
+    it raises OSError(ENOSYS)."""
     abi = abi_version()
     if abi < 1:
         raise OSError(38, "Landlock is not available in this kernel")
@@ -124,7 +127,7 @@ def restrict(read: list[str], write: list[str], devices: list[str]) -> Applied:
         attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
         size = 16
     if abi >= 6:
-        attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+        attr.scoped = SCOPE_SIGNAL | (SCOPE_ABSTRACT_UNIX_SOCKET if scope_unix else 0)
         size = 24
     ruleset = _syscall(
         ctypes.c_long(_SYS_CREATE_RULESET),

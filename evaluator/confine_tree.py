@@ -89,9 +89,14 @@ def run_contained(
     target: Callable[[], int],
     max_processes: int,
     report: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    pid_namespace: bool = True,
 ) -> None:
-    """Run `target` (returns an exit code) as C, pid 1 of a new PID namespace; end S as C ended."""
+    """Run `target` (returns an exit code) as C, pid 1 of a new PID namespace; end S as C ended.
+    Without `pid_namespace` (or where the kernel refuses one), S is C's subreaper instead."""
     try:
+        if not pid_namespace:
+            raise OSError("no PID namespace asked for")
         _unshare_pid_namespace()
         namespace = True
     except OSError:

@@ -228,7 +228,7 @@ def write_reports(run_dir: str | Path, report: Report) -> dict[str, Path]:
     return paths
 
 
-_NUMERIC_OP_FIELDS = ("geomean_speedup", "wall_s")
+_NUMERIC_OP_FIELDS = ("geomean_speedup", "geomean_speedup_vs_compile", "wall_s")
 _NUMERIC_TEST_FIELDS = (
     "max_abs_error",
     "max_rel_error",
@@ -236,6 +236,8 @@ _NUMERIC_TEST_FIELDS = (
     "kernel_ms",
     "eager_ms",
     "floor_ms",
+    "compile_ms",
+    "speedup_vs_compile",
 )
 _TEST_FIELDS = {f.name for f in fields(TestResult)}
 
@@ -308,6 +310,13 @@ def _fmt_float(value: float | None, spec: str) -> str:
 
 def _fmt_speedup(value: float | None) -> str:
     return "—" if value is None else f"{_fmt_float(value, '.2f')}×"
+
+
+def _speedup_cell(r: OperatorResult) -> str:
+    """The geomean speedup vs eager, and vs torch.compile when that baseline was timed."""
+    text = _fmt_speedup(_as_float(r.geomean_speedup))
+    vs_compile = _as_float(r.geomean_speedup_vs_compile)
+    return text if vs_compile is None else f"{text} ({vs_compile:.2f}× vs compile)"
 
 
 def _fmt_error(value: float | None) -> str:
@@ -460,7 +469,7 @@ def render_markdown(report: Report, records: list[dict[str, Any]] | None = None)
             f"`{r.op}`",
             f"**{r.status}**" if r.status != Status.PASSED else str(r.status),
             _fmt_tests(r),
-            _fmt_speedup(_as_float(r.geomean_speedup)),
+            _speedup_cell(r),
             error_with_tolerance(r, correctness),
             _fmt_error(r.max_error("max_rel_error")),
             ", ".join(r.flags),

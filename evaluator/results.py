@@ -108,6 +108,9 @@ class TestResult:
     eager_host_ms: float | None = None
     # what L2 held when the timed calls started ("steady" or "flushed", timing.TimingConfig)
     l2_state: str | None = None
+    # the op compiled by torch.compile, timed paired with the kernel (eval.timing.baselines)
+    compile_ms: float | None = None
+    speedup_vs_compile: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}
@@ -128,11 +131,14 @@ class OperatorResult:
     passed: int = 0
     skipped_tests: int = 0
     geomean_speedup: float | None = None
+    geomean_speedup_vs_compile: float | None = None  # when torch.compile was timed too
     kernel_file: str | None = None
     reason: str = ""
     results: list[TestResult] = field(default_factory=list)
     wall_s: float | None = None
     phases_s: dict[str, float] = field(default_factory=dict)  # sandbox phases, for cost analysis
+    # relative spread of geomean_speedup over repeated timings of this kernel, when measured
+    timing_noise: float | None = None
 
     @property
     def pass_rate(self) -> float:
@@ -150,6 +156,7 @@ class OperatorResult:
         data["status"] = str(self.status)
         data["results"] = [r.to_json() for r in self.results]
         data["geomean_speedup"] = _finite(self.geomean_speedup)
+        data["geomean_speedup_vs_compile"] = _finite(self.geomean_speedup_vs_compile)
         return data
 
     @classmethod
@@ -158,6 +165,7 @@ class OperatorResult:
         data["status"] = Status(data["status"])
         data["results"] = [TestResult.from_json(r) for r in data.get("results", [])]
         data["geomean_speedup"] = _number(data.get("geomean_speedup"))
+        data["geomean_speedup_vs_compile"] = _number(data.get("geomean_speedup_vs_compile"))
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
 

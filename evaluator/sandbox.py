@@ -519,6 +519,10 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
             t.kernel_host_ms = event.get("kernel_host_ms")
             t.eager_host_ms = event.get("eager_host_ms")
             t.l2_state = event.get("l2_state")
+            t.compile_ms = event.get("compile_ms")
+            t.speedup_vs_compile = event.get("speedup_vs_compile")
+            if event.get("compile_error") and "compile_baseline_error" not in t.flags:
+                t.flags.append("compile_baseline_error")  # a note: the verdict stands
             t.flags += [f for f in event.get("flags", []) if f not in t.flags]
 
     def _fault() -> tuple[str, str]:
@@ -615,6 +619,8 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
         result.status = Status.PASSED
         speeds = [t.speedup for t in ran if t.speedup is not None]
         result.geomean_speedup = geomean(speeds) if speeds and len(speeds) == len(ran) else None
+        vs_compile = [t.speedup_vs_compile for t in ran if t.speedup_vs_compile is not None]
+        result.geomean_speedup_vs_compile = geomean(vs_compile) if vs_compile else None
         result.reason = ""
     else:
         result.status = Status.FAILED

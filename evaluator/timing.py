@@ -28,7 +28,9 @@ lying. Never on the CPU.
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,7 @@ _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize
 _perf = time.perf_counter
 _gpu_wait = torch.cuda._sleep
+_torch_compile = torch.compile
 
 
 # Ops that read only part of an input (a table row per index, a slice, one log-probability per
@@ -387,6 +390,57 @@ def _measure_case(
     }
 
 
+_COMPILED: dict[Any, Any] = {}
+
+
+def _compiled(packet: Any) -> Any:
+    """The op compiled by torch.compile (Inductor), once per process; no compile workers."""
+    fn = _COMPILED.get(packet)
+    if fn is None:
+        # Inductor's cache goes beside Triton's, the one cache folder a sandbox child may write
+        # (set before Inductor is imported: importing it fills in its /tmp default)
+        triton_cache = os.environ.get("TRITON_CACHE_DIR")
+        if triton_cache and "torch._inductor" not in sys.modules:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(triton_cache, "inductor")
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1  # the sandbox child starts no worker processes
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return packet(*args, **kwargs)
+
+        fn = _COMPILED[packet] = _torch_compile(call, dynamic=False)
+    return fn
+
+
+def compile_baseline(
+    judge: Judge,
+    fn: Any,
+    item: Prepared,
+    flush: Callable[[], object],
+    wait_cycles: int,
+    floor_ms: float,
+) -> dict[str, Any]:
+    """torch.compile's time for one case, timed paired with the kernel on the same inputs (as
+    eager is): `compile_ms` and `speedup_vs_compile` (the kernel's time clamped at the floor as
+    for eager), or `compile_error` when Inductor could not compile or run it. Informational: it
+    never changes a verdict or a score."""
+    cfg = judge.cfg.timing
+    try:
+        compiled_fns, kernel_fns = _argument_sets(judge, fn, item, cfg)
+        compiled = _compiled(judge.packet)
+        for call in compiled_fns:  # the same argument sets, called through torch.compile
+            call.fn = compiled
+        compiled_fns[0]()  # compiles for this case's shapes, outside the timed calls
+        _sync()
+        c_ms, k_ms, _, _, _ = timed_with_window(compiled_fns, kernel_fns, flush, cfg, wait_cycles)
+    except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is data
+        return {"compile_error": f"{type(exc).__name__}: {exc}"[:300]}
+    c_med = statistics.median(c_ms)
+    k_used = max(statistics.median(k_ms), floor_ms)
+    return {"compile_ms": c_med, "speedup_vs_compile": c_med / k_used if k_used > 0 else None}
+
+
 def time_tests(
     judge: Judge, fn: Any, prepared: list[Prepared]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -437,9 +491,13 @@ def time_tests(
             flags.append(Flag.SUSPICIOUS_SPEEDUP)
         if min(e_med, k_med) < 1.3 * max(empty_ms, cfg.empty_launch_ms):
             flags.append(Flag.OVERHEAD_DOMINATED)
+        extra = {}
+        if "compile" in cfg.baselines:
+            extra = compile_baseline(judge, fn, item, flush, wait_cycles, floor_ms)
         yield (
             i,
             {
+                **extra,
                 "eager_ms": e_med,
                 "empty_launch_ms": empty_ms,
                 "kernel_ms": k_used,

@@ -250,3 +250,12 @@ def test_bad_suite_op_or_trace_exits_2_with_one_line(tmp_path, capsys, extra, ne
     ]
     assert run_cli(args)[0] == 2
     assert_one_line_error(capsys.readouterr().err, needle)
+
+
+def test_speed_rounds_flag_sets_the_config_and_a_negative_count_is_a_usage_error(capsys):
+    _, request = make_request(["--speed-rounds", "2", "--ops", "relu"])
+    assert request.cfg.agent.speed_rounds == 2
+    _, request = make_request(["--ops", "relu"])
+    assert request.cfg.agent.speed_rounds == "auto"
+    assert run_cli(["--speed-rounds", "-1"])[0] == 2
+    assert_one_line_error(capsys.readouterr().err, "agent.speed_rounds")

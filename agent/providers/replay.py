@@ -2,7 +2,8 @@
 
 Contract: `ReplayProvider(run_dir)` answers the call for `context.op`, worker `context.worker`,
 round `context.round` (both start at 1) with the text of
-`run_dir/ops/<folder>/worker_<w>/round_<r>/response.md`. Tokens and the model name come
+`run_dir/ops/<folder>/worker_<w>/round_<r>/response.md`, or of `speed_round_<r>/`
+when the context asks for a speed round (agent.speed). Tokens and the model name come
 from that round's `meta.json` when present, so budgets behave as in the recorded run. A round that
 was recorded as a failed call (no response; `meta.json` with outcome `provider_error` and its
 `error`) fails again with that error; a round that was never recorded raises
@@ -30,13 +31,15 @@ class ReplayProvider:
         self.model = model or "replay"
         self.prices: dict[str, Any] = {}  # a replayed call costs nothing now
 
-    def round_dir(self, op: str, worker: int, round_: int) -> Path:
-        return self.run_dir / "ops" / op_to_folder(op) / f"worker_{worker}" / f"round_{round_}"
+    def round_dir(self, op: str, worker: int, round_: int, *, speed: bool = False) -> Path:
+        name = f"speed_round_{round_}" if speed else f"round_{round_}"  # agent.speed's rounds
+        return self.run_dir / "ops" / op_to_folder(op) / f"worker_{worker}" / name
 
     def complete(self, messages: list[Message], context: OperatorContext) -> Completion:
         start = time.monotonic()
         op = normalize_op(context.op)
-        where = self.round_dir(op, context.worker, context.round)
+        speed = bool((context.feedback or {}).get("speed"))
+        where = self.round_dir(op, context.worker, context.round, speed=speed)
         meta = _read_meta(where / "meta.json")
         response = where / "response.md"
         if not response.is_file():

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 
 from agent.providers.base import Completion, Message, OperatorContext, ProviderError
-from agent.providers.builtin import codegen, registry
+from agent.providers.builtin import codegen, registry, variants
 from agent.providers.builtin.request import KernelRequest, Writer
 from evaluator.naming import normalize_op
 
@@ -62,6 +62,9 @@ class BuiltinProvider:
     def complete(self, messages: list[Message], context: OperatorContext) -> Completion:
         start = time.perf_counter()
         op = normalize_op(context.op)
+        speed = (context.feedback or {}).get("speed")
+        if speed:  # a speed round: a variant of the kept file (variants.py)
+            return variants.speed_completion(self.model, op, speed, self._alternatives(op, context))
         variant = choose_variant(context)
         family = self._family_of.get(op, "")
         writer = self._writers.get(op)
@@ -92,6 +95,20 @@ class BuiltinProvider:
             latency_s=time.perf_counter() - start,
             raw={"variant": variant, "family": family, "written": source is not None},
         )
+
+    def _alternatives(self, op: str, context: OperatorContext) -> list[tuple[str, str]]:
+        """The writer's variants 0-2 as (label, file) for a speed round (the others' code paths)."""
+        writer = self._writers.get(op)
+        out: list[tuple[str, str]] = []
+        for v in range(3) if writer is not None else ():
+            request = KernelRequest(op, context.schema or _schema_text(op), list(context.cases), v)
+            try:
+                source = writer(request)
+            except Exception:  # noqa: BLE001 - a variant the writer cannot make is not proposed
+                source = None
+            if source is not None:
+                out.append((f"writer variant {v}", source))
+        return out
 
     def _decline_text(self, op: str, *, declined: bool) -> str:
         covers = ", ".join(f"{fam} ({len(ops)} overloads)" for fam, ops in self._families.items())
