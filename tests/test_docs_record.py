@@ -46,3 +46,22 @@ def test_every_named_doc_path_exists() -> None:
         }
     )
     assert not missing, "docs named but absent:\n" + "\n".join(missing)
+
+
+_HISTORY_REFERENCE = re.compile(r"design §\d|\bissues? #?\d+\b|\bBENCHMARKS §", re.IGNORECASE)
+_CODE_FOLDERS = ("agent", "evaluator", "benchmarks", "tests", "configs", "prompts")
+
+
+def test_code_cites_no_issue_numbers_or_design_sections() -> None:
+    """Comments give today's reasons; the history of a choice lives in docs/history/."""
+    hits = []
+    for top in _CODE_FOLDERS:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.suffix not in {".py", ".sh", ".toml", ".j2"} or _skipped(path):
+                continue
+            if "fixtures" in path.parts:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if _HISTORY_REFERENCE.search(line):
+                    hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not hits, "\n".join(hits)
