@@ -12,11 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.shipped import shipped_dir
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+CONFIG_DIR = shipped_dir("configs")
+PROMPTS_DIR = shipped_dir("prompts")
 
 ProviderName = Literal["auto", "builtin", "openai", "anthropic", "replay"]
 
@@ -55,7 +56,8 @@ class ProviderConfig(_Model):
         None,
         ge=512,
         description="the model's context window in tokens (prompt + answer); None = the "
-        "context_windows table, else asked of the server, else unknown",
+        "context_windows table, else asked of the server (vLLM, llama.cpp), else unknown; match "
+        "llama-server -c",
     )
     context_windows: dict[str, int] = Field(
         default_factory=dict, description="context window in tokens per model name"
@@ -71,7 +73,7 @@ class ProviderConfig(_Model):
         ge=1,
         le=100,
         description="provider calls in a row without an answer (across the run) before the run "
-        "stops calling the provider",
+        "stops calling the provider (exit code 3; --resume continues later)",
     )
     outage_wait_s: float = Field(
         120.0,
@@ -180,16 +182,34 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"config file '{path}' is not valid TOML: {exc}.") from None
 
 
+def default_config_path() -> Path:
+    """`configs/default.toml`: every key with its default (written by `agent.config_doc`)."""
+    return CONFIG_DIR / "default.toml"
+
+
+def resolve_config_path(path: str | Path) -> Path:
+    """A --config path as given; when it does not exist from here, a shipped config it names
+    (`configs/builtin.toml`, `builtin.toml` or `builtin`), so the README's commands work from
+    any directory with an installed package."""
+    given = Path(path)
+    if given.exists() or given.is_absolute() or len(given.parts) > 2:
+        return given
+    if len(given.parts) == 2 and given.parts[0] != "configs":
+        return given
+    shipped = CONFIG_DIR / (given.name if given.suffix == ".toml" else f"{given.name}.toml")
+    return shipped if shipped.is_file() else given
+
+
 def load_config(
     path: str | Path | None = None, overrides: dict[str, Any] | None = None
 ) -> RunConfig:
     """`configs/default.toml`, then the user's file, then flag overrides (nested dict)."""
     data: dict[str, Any] = {}
-    default = CONFIG_DIR / "default.toml"
+    default = default_config_path()
     if default.exists():
         data = _read_toml(default)
     if path is not None:
-        data = _deep_merge(data, _read_toml(Path(path)))
+        data = _deep_merge(data, _read_toml(resolve_config_path(path)))
     if overrides:
         data = _deep_merge(data, overrides)
     try:

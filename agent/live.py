@@ -1,4 +1,4 @@
-"""Seeing a run work (issue 3 item 8): a rich live table on a terminal, plain lines elsewhere.
+"""Seeing a run work: a rich live table on a terminal, plain lines elsewhere.
 
 Contract: `RunView(console, live=..., quiet=...)` is fed every run event (`handle`, called from
 worker threads through `RunLog.listeners`), the evaluator's per-operator results (`evaluated`)

@@ -1,4 +1,4 @@
-"""`python -m agent.logs`: read run folders (design §6) without opening a dozen JSON files.
+"""`python -m agent.logs`: read run folders without opening a dozen JSON files.
 
     python -m agent.logs                      every run in agent_logs/, newest first
     python -m agent.logs RUN                  one run: command, status, budget, each operator, scores

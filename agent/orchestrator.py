@@ -1,4 +1,4 @@
-"""Generation (issue 3 items 4, 6): the workers of every selected operator, winners kept on disk.
+"""Generation: the workers of every selected operator, winners kept on disk.
 
 Contract:
 - `Generator(cfg, provider=..., parts=..., runlog=..., budget=..., device=..., kernels_dir=...,
@@ -16,7 +16,8 @@ Contract:
   are skipped, except a "not_kept" whose every round was a failed call (written by older
   versions, where a failed call used a round): that operator never got an answer, so it is redone.
 - `Parts` names every call into the other parts of atenforge, so a test can swap one (a fake
-  judge, a queue provider) and use the real ones for the rest.
+  judge, a queue provider) and use the real ones for the rest. The evaluator's calls come from
+  one `agent.judging.Evaluator` (`Parts.evaluator`, the local one by default).
 - KeyboardInterrupt in the main thread (Ctrl-C) sets `stop` and every operator's cancel event:
   workers stop, the judge kills their sandboxes, and `run` re-raises once every worker has ended.
   A worker's exception stops the others the same way and is re-raised (a bug, exit code 1).
@@ -24,7 +25,6 @@ Contract:
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
@@ -36,6 +36,7 @@ from typing import Any
 
 from agent.budget import Budget, cost_text
 from agent.config import RunConfig
+from agent.judging import Evaluator, LocalEvaluator
 from agent.providers.base import Provider
 from agent.providers.health import ProviderHealth
 from agent.runlog import (
@@ -80,11 +81,13 @@ class Parts:
     """The calls this module makes into other parts; None = the real one, imported when needed."""
 
     provider: Provider | None = None  # None: agent.providers.registry.make_provider(cfg.provider)
-    judge: Callable[..., Any] | None = None  # evaluator.evaluate.judge_candidate
-    evaluate: Callable[..., Any] | None = None  # evaluator.evaluate.evaluate
-    resolve_device: Callable[[str], str] | None = None  # evaluator.evaluate.resolve_device
-    close_sandboxes: Callable[[], None] | None = None  # evaluator.evaluate.close_sandboxes
-    select: Callable[..., Any] | None = None  # evaluator.suites.select_operators
+    evaluator: Evaluator | None = None  # None: agent.judging.LocalEvaluator()
+    # Single evaluator calls, each defaulting to the evaluator's method of the same job.
+    judge: Callable[..., Any] | None = None  # Evaluator.judge
+    evaluate: Callable[..., Any] | None = None  # Evaluator.evaluate
+    resolve_device: Callable[[str], str] | None = None  # Evaluator.resolve_device
+    close_sandboxes: Callable[[], None] | None = None  # Evaluator.close
+    select: Callable[..., Any] | None = None  # Evaluator.select
     extract: Callable[[str, str], str] | None = None  # agent.extract.extract_candidate
     extract_error: type[Exception] | None = None  # agent.extract.ExtractError
     renderer: Any = None  # agent.prompts.PromptRenderer(templates_dir)
@@ -97,18 +100,16 @@ class Parts:
     def resolved(self, cfg: RunConfig) -> Parts:
         """A copy with every missing part filled in from the real modules."""
         p = Parts(**self.__dict__)
-        if p.judge is None or p.evaluate is None or p.resolve_device is None:
-            # Not `from evaluator import evaluate`: the package exports a function of that name.
-            ev = importlib.import_module("evaluator.evaluate")
-
-            p.judge = p.judge or ev.judge_candidate
+        calls = (p.judge, p.evaluate, p.resolve_device, p.close_sandboxes, p.select)
+        if p.evaluator is None and any(call is None for call in calls):
+            p.evaluator = LocalEvaluator()
+        if p.evaluator is not None:
+            ev = p.evaluator
+            p.judge = p.judge or ev.judge
             p.evaluate = p.evaluate or ev.evaluate
             p.resolve_device = p.resolve_device or ev.resolve_device
-            p.close_sandboxes = p.close_sandboxes or ev.close_sandboxes
-        if p.select is None:
-            from evaluator.suites import select_operators
-
-            p.select = select_operators
+            p.close_sandboxes = p.close_sandboxes or ev.close
+            p.select = p.select or ev.select
         if p.extract is None or p.extract_error is None:
             from agent.extract import ExtractError, extract_candidate
 

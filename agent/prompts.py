@@ -39,7 +39,7 @@ TEMPLATE_NAMES = ("system.j2", "generate.j2", "refine.j2", "speed.j2")
 # A case can list a hundred tensors (cat, _foreach_*); past this it costs tokens and teaches nothing.
 MAX_CASE_CHARS = 1500
 
-# Beyond this many elements a 32-bit offset overflows (design §9: illegal memory access).
+# Beyond this many elements a 32-bit offset overflows (an illegal memory access).
 INT32_LIMIT = 2**31
 
 

@@ -1,4 +1,4 @@
-"""The agent's side of a run folder (design §6): every round on disk as it happens, and read back.
+"""The agent's side of a run folder: every round on disk as it happens, and read back.
 
 Layout (the replay provider and `python -m agent.logs` read it):
     run_dir/run.json                      command line, resolved config, environment, start/end, status
@@ -26,7 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.providers.base import Message
+# The round outcomes are named in agent.messages; the worker and orchestrator also read them here.
+from agent.messages import (  # noqa: F401
+    CANCELLED,
+    FAILED,
+    FINISHED_OUTCOMES,
+    NO_CODE,
+    PASSED,
+    PASSED_NOT_KEPT,
+    PROVIDER_ERROR,
+    UNTESTABLE,
+    Message,
+)
 from evaluator.naming import op_to_folder
 from evaluator.results import OperatorResult
 from evaluator.runfolder import EventLog, read_events, write_json, write_text
@@ -38,21 +49,7 @@ CONFIG_FILE = "config.json"
 DECISION_FILE = "decision.json"
 META_FILE = "meta.json"
 
-# Round outcomes written in meta.json["outcome"] and the round_end event.
-PASSED = "passed"  # this round's candidate passed and was kept
-# Passed too, but another worker's kernel is the one kept: it passed first, or it sent the same
-# text and its sandbox run gave the verdict this round reused.
-PASSED_NOT_KEPT = "passed_not_kept"
-FAILED = "failed"  # the verdict was not `passed`
-UNTESTABLE = "untestable"  # the verdict was `skipped`: no test can run on this device
-NO_CODE = "no_code"  # no usable kernel could be extracted from the answer
-PROVIDER_ERROR = "provider_error"  # the call got no answer (after the provider's retries)
-CANCELLED = "cancelled"  # stopped mid-round: another worker won, or the run was interrupted
-# A cancelled round is not finished, and a call without an answer is not a round: resume redoes
-# both. (The builtin and replay providers' failed calls are rounds, and resume redoes them too:
-# they answer the same way again.)
-# "passed_late" is PASSED_NOT_KEPT's name in run folders written before it was renamed.
-FINISHED_OUTCOMES = {PASSED, PASSED_NOT_KEPT, "passed_late", FAILED, UNTESTABLE, NO_CODE}
+# Round outcomes (meta.json["outcome"], the round_end event) are defined in agent.messages.
 
 
 def read_json(path: Path) -> Any:

@@ -1,4 +1,4 @@
-"""One invocation of `python -m agent.run` (issue 3 items 1, 6, 7): run folder, selection,
+"""One invocation of `python -m agent.run`: run folder, selection,
 generation, evaluation.
 
 Contract: `Session(request, parts, view).run() -> RunResult`:

@@ -1,6 +1,6 @@
 """One worker: one conversation with the provider about one operator, for up to `max_rounds` rounds.
 
-A round (issue 3 item 4): ask the provider -> extract the kernel file from the answer -> test it
+A round: ask the provider -> extract the kernel file from the answer -> test it
 in the evaluator's sandbox (`judge`, a callable with `evaluator.evaluate.judge_candidate`'s
 signature) -> verdict -> feedback, which opens the next round's refine prompt. Every step is
 written to `run_dir/ops/<folder>/worker_<w>/round_<r>/` as it happens (agent.runlog), `meta.json`

@@ -1,4 +1,4 @@
-"""Which torchbench operators the builtin provider writes, and which of them passed (issue 4).
+"""Which torchbench operators the builtin provider writes, and which of them passed.
 
     python benchmarks/builtin_coverage.py [--run LABEL=RUN_DIR ...] > table.md
 

@@ -2,7 +2,7 @@
 
     python benchmarks/copy_bandwidth.py [--out copy_bandwidth.json]
 
-Why: the bandwidth target (issue 4) divides bytes by time against one number, the measured HBM
+Why: the bandwidth target divides bytes by time against one number, the measured HBM
 bandwidth (4.26 TB/s on the H200). At tens of MiB a call also pays a launch, the ramp-up of the
 first wave and the tail of the last, so even a copy falls short of that number; this curve says
 by how much, so that a kernel at "70%" on a 49 MiB case can be told apart from a slow kernel.

@@ -2,7 +2,7 @@
 
     python benchmarks/copy_variants.py [--mib 8,16,18.5,24,32] [--fill] [--out copy_variants.json]
 
-Why: eight of the operators below 80% of HBM bandwidth (issue 4) run within a few percent of
+Why: eight of the operators below 80% of HBM bandwidth run within a few percent of
 torch's `copy_` of the same bytes, and that copy itself stays under 80% at 30-60 MiB moved
 (`copy_bandwidth.py`). If some launch shape (bigger blocks, more warps, a persistent grid, cache
 hints) moved the same bytes markedly faster than torch's copy, the elementwise writers should use
@@ -15,7 +15,7 @@ empty kernel (one element), the fixed cost any call pays. GPU only.
 --fill times zero fills instead (torch's `zero_` against Triton store kernels, with and without
 cache hints): the embedding backward writes 100 of its 157 MiB as zeros, and `copy_bandwidth.py`
 had once measured torch's fill at ~73% of a copy's rate (here: 96% of HBM bandwidth for 100 MiB,
-BENCHMARKS §30).
+docs/history/BENCHMARKS-2026-11-to-12.md §30).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
     python benchmarks/device_bandwidth.py KERNELS_DIR --ops OP[,OP...] [--reps 10]
         [--out bandwidth.jsonl]
 
-Why: the evaluator times a call with CUDA events around it (docs/BENCHMARKS.md §11), which
+Why: the evaluator times a call with CUDA events around it
+(docs/history/BENCHMARKS-2026-11-to-12.md §11), which
 includes ~3 µs that even an empty kernel costs in that window (§17). For operators whose largest
 torchbench case moves 32-64 MiB that fixed cost alone keeps a plain copy below 80% of HBM
 bandwidth, so "% of HBM bandwidth" from the evaluator's time mixes kernel quality with per-call

@@ -5,7 +5,8 @@
 Why: the evaluator flushes L2 by zeroing 256 MiB before each timed call. That leaves L2 full of
 the flush's dirty lines, and every line the timed call brings in evicts one of them, so the call
 may also pay for writing the flush's data back to HBM. At tens of MiB that could be a large part
-of the "copy ceiling" (docs/BENCHMARKS.md §12). Three ways to time the same call:
+of the "copy ceiling" (docs/history/BENCHMARKS-2026-11-to-12.md §12). Three ways to time the same
+call:
 
 - write:  the evaluator's way (zero the flush buffer, GPU wait, events around one call);
 - read:   the flush reads its buffer instead (L2 left clean; the call's own dirty output is never

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Batched GPU measurements for one lease of the H200 (see docs/BENCHMARKS.md).
+# Batched GPU measurements for one lease of the H200 (method and results: docs/PERFORMANCE.md).
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
 # Steps: cost | confined | speed10 | speedtests | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
@@ -81,7 +81,8 @@ for step in "$@"; do
       keep_run model_check ;;
     resweep)
       # warp/program knobs swept in earlier sessions whose optimum may have moved since (group
-      # norm's pipelined kernel went from 16 to 8 warps with the same SASS: BENCHMARKS §23); one
+      # norm's pipelined kernel went from 16 to 8 warps with the same SASS:
+      # docs/history/BENCHMARKS-2026-11-to-12.md §23); one
       # knob_sweep per line of benchmarks/data/resweep.txt ("OP CASES --knob ... --knob ...")
       rk=$(mktemp -d)  # the kernels stay off OUTDIR, which comes back from the device
       python3 benchmarks/write_builtin.py "$rk" > "$out/resweep.log" 2>&1

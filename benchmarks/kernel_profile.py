@@ -12,7 +12,7 @@ numbers per side (eager / kernel), in µs per call:
             and below it the kernels themselves, by name, with their µs per call (which library
             path eager took, and every launch of ours).
 This runs the kernels in this process: only for kernels you trust (your own kept kernels).
-Diagnostic only; speed claims come from evaluations (docs/BENCHMARKS.md).
+Diagnostic only; speed claims come from evaluations (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations

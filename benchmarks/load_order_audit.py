@@ -12,7 +12,8 @@ straight-line block of SASS, a load counts as read early when an instruction use
 before the block's last global load is issued: the warp stalls there for a memory latency
 before the rest go out. Harmless where many warps share an SM (elementwise kernels at copy
 speed show many); costly where one or two large programs fill an SM: a one-tile softmax row ran
-1.75x slower on the H200 for it (docs/BENCHMARKS.md §22). Prints the launches with at least one
+1.75x slower on the H200 for it (docs/history/BENCHMARKS-2026-11-to-12.md §22). Prints the launches
+with at least one
 load read early (--all: every launch), most first. The whole suite takes ~8 minutes here.
 --sass-dir also writes each launch's SASS there (OP.CASE.KERNEL.sass), for counting
 instructions by kind.

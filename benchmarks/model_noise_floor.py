@@ -1,4 +1,4 @@
-"""How much rounding alone moves the model check's final loss, per learning-rate schedule (issue 6).
+"""How much rounding alone moves the model check's final loss, per learning-rate schedule.
 
     python benchmarks/model_noise_floor.py --schedule cosine [--device cpu] [--steps 500]
 

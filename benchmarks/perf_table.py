@@ -1,4 +1,4 @@
-"""Per-operator speed table of a GPU evaluation (issue 4's speed targets).
+"""Per-operator speed table of a GPU evaluation (the speed targets of docs/PERFORMANCE.md).
 
     python benchmarks/perf_table.py RUN_DIR [--sort speedup|eager_us|op]
         [--copy-curve copy_bandwidth.json] > table.md

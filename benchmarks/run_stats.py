@@ -1,4 +1,4 @@
-"""Where an agent run's time went (issue 3): wall time, verdict latency per candidate, and the
+"""Where an agent run's time went: wall time, verdict latency per candidate, and the
 share of wall time spent waiting on the sandbox, read from a run folder.
 
     python benchmarks/run_stats.py agent_logs/run_YYYYmmdd_HHMMSS [--json]

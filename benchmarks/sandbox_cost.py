@@ -1,4 +1,4 @@
-"""Per-candidate verdict latency of the sandbox (issue 2): what one judge_candidate call costs.
+"""Per-candidate verdict latency of the sandbox: what one judge_candidate call costs.
 
 Judges the same honest kernel N times on ~10 torchbench-sized cases (fresh sandbox child each time,
 as the agent does for every round) and reports median and p90 wall time per verdict, for the fork

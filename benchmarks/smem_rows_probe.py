@@ -5,7 +5,8 @@
     python benchmarks/smem_rows_probe.py --superset 2048x16,4096x32 [--cols ...]
 
 Why: the builtin `_log_softmax` reads a row longer than its one-tile limit twice (statistics,
-then the output), which caps [8192, 50257] f32 near 67% of HBM bandwidth (docs/BENCHMARKS.md
+then the output), which caps [8192, 50257] f32 near 67% of HBM bandwidth
+(docs/history/BENCHMARKS-2026-11-to-12.md
 §13, §22). A 201 KB f32 row does not fit a CTA's registers but fits the 227 KB of shared memory
 an H100/H200 block may use, which plain Triton cannot allocate and Gluon (Triton's explicit
 layout dialect, `triton.experimental.gluon`, Triton >= 3.5) can. This probe holds the row in

@@ -10,7 +10,8 @@ launch. For each X the call is timed three ways, 200 repetitions each, median an
   pipelined  flush; events around the call; no sync until the end, so the GPU queue stays ahead
              of the host while the host keeps up with the flush;
   host       wall time of the call alone.
-Also reported: the flush's own GPU time. GPU only; diagnostic for docs/BENCHMARKS.md §11.
+Also reported: the flush's own GPU time. GPU only; diagnostic for
+docs/history/BENCHMARKS-2026-11-to-12.md §11.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ running the agent (no sandbox, no tests): the input of an `--evaluate-only` spee
 
 The writer is deterministic, so each file is exactly what `python -m agent.run --provider builtin`
 writes in round 1 (variant 0); the agent only asks for another variant after a failed round. On
-the H200 every kept kernel of the torchbench suite was a round-1 kernel (docs/BENCHMARKS.md §9),
+the H200 every kept kernel of the torchbench suite was a round-1 kernel
+(docs/history/BENCHMARKS-2026-11-to-12.md §9),
 so `--evaluate-only` on this directory measures the kernels the agent keeps there.
 """
 

@@ -1,4 +1,4 @@
-"""atenforge's evaluator: judges Triton kernels for ATen operators (design §3-6).
+"""atenforge's evaluator: judges Triton kernels for ATen operators.
 
 It never imports `agent`. Kernels are untrusted and run only in sandbox processes.
 """

@@ -1,4 +1,4 @@
-"""Anti-cheating instruments that run inside the sandbox child (design §5).
+"""Anti-cheating instruments that run inside the sandbox child.
 
 - `LaunchCounter` wraps Triton's launch entry points (JIT and interpreter) to count real launches
   and to mark "inside a launch" so the dispatch trace can ignore what a launch itself does (the

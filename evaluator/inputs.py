@@ -1,6 +1,6 @@
 """Turn a parsed test case into real tensors: seeded, reproducible, and with values that exercise the op.
 
-Contract (design §3):
+Contract:
     materialize(op, case, device, seed) -> (args, kwargs)
 
 - Every `TensorSpec` becomes a tensor drawn from one `torch.Generator` seeded with `seed`, on the CPU,

@@ -562,7 +562,8 @@ def parse_args(argv: list[str] | None = None) -> CheckOptions:
         choices=LR_SCHEDULES,
         default="cosine",
         help="learning rate over the run: warm-up then cosine decay to 10%% (default), or "
-        "constant (session 1's recipe: chaotic late in the run, see docs/BENCHMARKS.md §10)",
+        "constant (session 1's recipe: chaotic late in the run, see "
+        "docs/history/BENCHMARKS-2026-11-to-12.md §10)",
     )
     p.add_argument(
         "--no-noise-floor",

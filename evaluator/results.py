@@ -1,4 +1,4 @@
-"""Verdicts as data (design §5-6): per-test results, per-operator results, statuses and flags.
+"""Verdicts as data: per-test results, per-operator results, statuses and flags.
 
 A kernel's failure is never an exception in the evaluator: it is a result with a status, an excerpt
 of the error and numbers with units. These dataclasses serialize 1:1 to `atenforge_results.json`.

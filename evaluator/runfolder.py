@@ -1,4 +1,4 @@
-"""Run folders (design §6): where a run lives on disk, and how it is written so nothing is lost.
+"""Run folders: where a run lives on disk, and how it is written so nothing is lost.
 
 Contract:
 - `create_run_dir(log_dir)` makes `log_dir/run_<YYYYmmdd_HHMMSS>` (local time), suffixed `_2`,

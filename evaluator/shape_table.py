@@ -2,7 +2,7 @@
 
 Contract:
 - `ShapeTable.load(atenforge_results.json | run folder | dict, match="exact"|"nearest")` reads every
-  passed test result with a finite `speedup` (design §6) into `{op: {case text: speedup}}`;
+  passed test result with a finite `speedup` into `{op: {case text: speedup}}`;
   a table without any measured speedup (a CPU run) is a UsageError.
 - `ShapeTable.decide(op, args, kwargs) -> (use_ours, why)`: the call's arguments are serialized
   as the trace recorder does (strides only when not contiguous); `exact` needs that very case

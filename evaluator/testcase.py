@@ -1,4 +1,4 @@
-"""BackendBench's serialized test-case format (design §3): parse with `ast`, never `eval`.
+"""BackendBench's serialized test-case format: parse with `ast`, never `eval`.
 
 A case is `((arg0, arg1, ...), {'kw': value})`; a tensor is `T([shape], dtype)` or
 `T([shape], dtype, [stride])` with dtype codes `f16 bf16 f32 f64 c32 c64 c128 i8 i16 i32 i64 u8 b8`.

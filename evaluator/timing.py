@@ -1,4 +1,4 @@
-"""GPU timing of a passing kernel against eager ATen (design §5), run inside the sandbox child.
+"""GPU timing of a passing kernel against eager ATen, run inside the sandbox child.
 
 Per case: fresh inputs (a seed the correctness pass did not use), warm-up of both, then
 repetitions that interleave eager and kernel, each call preceded by a GPU-side wait of
@@ -13,7 +13,8 @@ The wait keeps the GPU busy while the host runs the call, so the events measure 
 for the call, not how fast the host's CPU was at that moment: without it, the
 flush alone hid only ~37 us of host time on the H200 lease's host, and calls whose Python took
 about that long were timed at 4 us or 22 us from one run to the next (benchmarks/timing_window.py,
-docs/BENCHMARKS.md §11). The host time of each call (wall clock around it, GPU busy) is measured
+docs/history/BENCHMARKS-2026-11-to-12.md §11). The host time of each call (wall clock around it,
+GPU busy) is measured
 in the same loop and reported beside it (`kernel_host_ms`, `eager_host_ms`): a call that needs
 more host time than its GPU time is launch-bound wherever the GPU waits on the host. A case whose
 warm-up calls needed more host time than the window gets a longer wait (`case_window_us`), and is

@@ -13,7 +13,7 @@ weights never exist. Host reads of `all()`/`any()` results are answered True/Fal
 data-dependent shapes) falls back to a real run on the same device, and the log says so.
 Model construction and input creation are not recorded, only the step.
 
-Output (`trace_recorder.write_trace`): PATH.txt in the format of design §3 and the sidecar
+Output (`trace_recorder.write_trace`): PATH.txt in BackendBench's test-case format and the sidecar
 PATH.json (COMMON.md). Models come from `evaluator.model_zoo` (`--zoo`) or from the user
 (`--model MODULE:FUNCTION`, wrapped by `user_model_entry`).
 

@@ -1,4 +1,4 @@
-"""Record the ATen overloads a model calls, with their serialized arguments (design §3).
+"""Record the ATen overloads a model calls, with their serialized arguments.
 
 `Recorder` is a `TorchDispatchMode`: every ATen overload that reaches the Python dispatch key
 while it is active is counted under its normalized name (`add.Tensor`) and its arguments in the

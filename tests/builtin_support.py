@@ -438,8 +438,9 @@ def sm90_load_order(jobs: list[tuple[str, str, list[TestCase]]]) -> dict[str, li
     compiled for sm_90 (SASS read with the cuobjdump that ships with Triton): the block
     of straight-line SASS with the most global loads whose result is read before the block's
     last global load is issued. Each such read stalls the warp for a memory latency before the
-    remaining loads go out (a one-tile softmax row ran 1.75x slower on the H200 for it: BENCHMARKS
-    §22). Skips the calling test where the CUDA backend or cuobjdump is missing; raises on
+    remaining loads go out (a one-tile softmax row ran 1.75x slower on the H200 for it:
+    docs/history/BENCHMARKS-2026-11-to-12.md §22). Skips the calling test where the CUDA backend or
+    cuobjdump is missing; raises on
     compile problems."""
     import pytest
 

@@ -1,4 +1,4 @@
-"""The builtin provider's core and its elementwise families (unary, binary, backward), issue 4.
+"""The builtin provider's core and its elementwise families (unary, binary, backward).
 
 Generated kernels run in Triton's CPU interpreter against eager ATen on odd sizes, broadcasting,
 non-contiguous inputs, f32/f16/bf16 (plus integer and bool where the op takes them) and scalars.

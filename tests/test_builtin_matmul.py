@@ -124,7 +124,7 @@ class _FakeCuda:
 
 
 # (M, N, K, batch, dtype, B K-contiguous) -> (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, splits) on
-# 132 SMs: the tiles that were fastest on the H200 (docs/BENCHMARKS.md section 15).
+# 132 SMs: the tiles that were fastest on the H200 (docs/history/BENCHMARKS-2026-11-to-12.md §15).
 GPU_TILES = [
     ((2048, 14336, 4096, 1, torch.bfloat16, True), (256, 128, 64, 8, 3, 1)),  # many waves
     ((4096, 768, 768, 1, torch.bfloat16, False), (128, 256, 64, 8, 3, 1)),  # 96 tiles, one wave

@@ -460,7 +460,8 @@ def test_one_tile_softmax_rows_issue_every_load_before_using_one() -> None:
     """A row held in one tile is loaded by each thread as 8-16 vectors; an instruction that
     reads one before the last is issued stalls the warp a memory latency per load (`_rows_tile`
     padded with a select after each load: 887 us against 505 on the H200 for [8192, 32000] f32,
-    BENCHMARKS §22). Compiled for sm_90, the one-tile kernels consume no load early."""
+    docs/history/BENCHMARKS-2026-11-to-12.md §22). Compiled for sm_90, the one-tile kernels consume
+    no load early."""
     jobs = {
         "_log_softmax.default": ["((T([2, 32000], f32), 1, False), {})", "((T([2, 16384], bf16), 1, False), {})", "((T([2, 30522], bf16), 1, False), {})"],
         "_softmax.default": ["((T([2, 32000], f32), 1, False), {})", "((T([2, 9001], f32), 1, False), {})"],

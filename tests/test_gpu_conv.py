@@ -6,7 +6,8 @@ interpreter never autotunes, so only the GPU checks that bench's contract with t
 (one time per asked quantile, in ms, ordered like the quantiles), that the picked config is
 cached for the fast launch path, and that the cached launch computes what eager does. The 1x1
 backward's weight gradient, which sums grad_bias beside its dot, is checked against fp64 on
-every call with tiles whose register sums once raced with that dot (BENCHMARKS §29).
+every call with tiles whose register sums once raced with that dot
+(docs/history/BENCHMARKS-2026-11-to-12.md §29).
 """
 
 from __future__ import annotations

@@ -125,7 +125,8 @@ def test_sorted_path_zeros_unnamed_rows_of_reused_memory_on_any_stream(tmp_path)
     so its output must not depend on what the memory held. Here it comes from freed memory
     full of NaN (the caching allocator hands the same block back), on the default stream, on
     another stream and in a CUDA graph: every unnamed row zero, every named row eager's. (An
-    attempt to zero those rows on a second stream, BENCHMARKS §30, once left them stale.)"""
+    attempt to zero those rows on a second stream, docs/history/BENCHMARKS-2026-11-to-12.md §30,
+    once left them stale.)"""
     rows, cols, weights, dtype = 8192, 768, 50257, torch.bfloat16
     kernel, grad, index, first, want = _run(rows, cols, weights, dtype, 0.0, -1, tmp_path, 4)
     assert torch.equal(first, want)
@@ -178,7 +179,8 @@ def test_dependent_launches_give_the_bits_of_launches_in_turn(
 @pytest.mark.parametrize("pairs", [0, 64])
 def test_sorted_path_output_is_whole_for_the_next_kernel_on_the_stream(pairs, tmp_path) -> None:
     """The segment and fix programs with nothing to sum leave without waiting for the kernel
-    before them (BENCHMARKS §35); their first program always waits, so that the op's last
+    before them (docs/history/BENCHMARKS-2026-11-to-12.md §35); their first program always waits,
+    so that the op's last
     grid ends after all the others. With every index distinct (nothing sorted: no program
     waits but those) or a few pairs, a clone launched right after the op on the same stream
     must see every row: the copies and zeros of the rank kernel's launch included."""

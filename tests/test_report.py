@@ -1,4 +1,4 @@
-"""Scores and report files (design §5-6): every selected operator counts, CPU performance is never
+"""Scores and report files: every selected operator counts, CPU performance is never
 a number, and the three report files hold what their schemas promise."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run folders (design §6): unique names, an event log that survives crashes, atomic JSON files,
+"""Run folders: unique names, an event log that survives crashes, atomic JSON files,
 and an environment record that does not touch CUDA on the CPU."""
 
 from __future__ import annotations

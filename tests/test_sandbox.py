@@ -167,7 +167,7 @@ def test_reused_output_buffer_is_stale_result(sandbox: Sandbox, tmp_path: Path) 
 
 
 def test_sandbox_child_imports_only_torch_triton_numpy_stdlib_and_evaluator() -> None:
-    """Design §2: the process that runs untrusted kernels imports nothing of the agent's stack."""
+    """The process that runs untrusted kernels imports nothing of the agent's stack."""
     import subprocess
     import sys
 

@@ -1,4 +1,4 @@
-"""Providers: what turns a prompt into a kernel candidate (design §7).
+"""Providers: what turns a prompt into a kernel candidate.
 
 `registry.make_provider(cfg)` picks one; `base` holds the interface every provider implements.
 """

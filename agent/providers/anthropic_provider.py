@@ -1,4 +1,4 @@
-"""The `anthropic` provider: the Messages API through the official SDK (design §7).
+"""The `anthropic` provider: the Messages API through the official SDK.
 
 Contract: `AnthropicProvider(cfg, api_key=..., base_url=..., model=..., prices=...,
 context_tokens=...)` implements `Provider`. The registry reads `ANTHROPIC_API_KEY`, and `ANTHROPIC_BASE_URL` when set (a proxy, or

@@ -1,4 +1,4 @@
-"""The `openai` provider: Chat Completions through the official SDK (design §7).
+"""The `openai` provider: Chat Completions through the official SDK.
 
 Contract: `OpenAIProvider(cfg, api_key=..., base_url=..., model=..., prices=...,
 context_tokens=...)` implements `Provider`. The registry reads `OPENAI_API_KEY` and `OPENAI_BASE_URL` from the environment, so any

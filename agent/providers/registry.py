@@ -1,4 +1,4 @@
-"""Which provider writes kernels: a plain registry of factories (design §7).
+"""Which provider writes kernels: a plain registry of factories.
 
 Contract: `PROVIDERS[name](cfg, env) -> (provider, why)` for auto, builtin, openai, anthropic and
 replay; `make_provider(cfg, env=None)` looks `cfg.name` up (an unknown name is a UsageError, never

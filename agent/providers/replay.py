@@ -2,7 +2,7 @@
 
 Contract: `ReplayProvider(run_dir)` answers the call for `context.op`, worker `context.worker`,
 round `context.round` (both start at 1) with the text of
-`run_dir/ops/<folder>/worker_<w>/round_<r>/response.md` (design §6), or of `speed_round_<r>/`
+`run_dir/ops/<folder>/worker_<w>/round_<r>/response.md`, or of `speed_round_<r>/`
 when the context asks for a speed round (agent.speed). Tokens and the model name come
 from that round's `meta.json` when present, so budgets behave as in the recorded run. A round that
 was recorded as a failed call (no response; `meta.json` with outcome `provider_error` and its
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.messages import PROVIDER_ERROR
 from agent.providers.base import Completion, Message, OperatorContext, ProviderError
-from agent.runlog import PROVIDER_ERROR
 from evaluator.naming import normalize_op, op_to_folder
 
 

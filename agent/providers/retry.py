@@ -1,4 +1,4 @@
-"""Bounded retries for provider calls (design §7): transport errors only, never auth or other 4xx.
+"""Bounded retries for provider calls: transport errors only, never auth or other 4xx.
 
 Contract: `call_with_retries(call, cfg, classify, api=...)` runs `call()` at most
 `cfg.num_retries + 1` times and returns `(result, attempts)`. `classify(exc)` turns an SDK

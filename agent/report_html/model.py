@@ -2,7 +2,7 @@
 
 Contract: `load_run(run_dir) -> RunView` reads `run.json`, `events.jsonl`, the evaluation results
 and every round under `ops/`; any of them may be missing or cut short (an interrupted or crashed
-run), and what is there is shown. The evaluation results are the object form (design §6) from
+run), and what is there is shown. The evaluation results are the object form from
 `atenforge_results.json`, or from `full_results.json` when that file holds an object (older runs;
 a BackendBench-style flat list under that name is not ours and is ignored).
 

@@ -1,0 +1,74 @@
+"""The agent's one door into the evaluator: a typed interface, and the local implementation.
+
+The session and the orchestrator reach the evaluator's verdicts only through an `Evaluator`
+passed to them (`Parts.evaluator`; tests pass fakes for single calls). `LocalEvaluator` is the
+real one: candidates are judged in this machine's sandboxes (evaluator.evaluate) and operators
+selected from the suites (evaluator.suites). This module imports the evaluator at its top, so the
+agent -> evaluator edge is visible in the imports; the evaluator never imports the agent.
+Importing it loads torch: `python -m agent.run --help` never reaches it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from evaluator.config import EvalConfig
+from evaluator.evaluate import close_sandboxes, evaluate, judge_candidate, resolve_device
+from evaluator.results import OperatorResult
+from evaluator.suites import Selection, select_operators
+from evaluator.testcase import TestCase
+
+
+class Evaluator(Protocol):
+    """What the agent asks of the evaluator."""
+
+    def judge(
+        self,
+        kernel_file: Path,
+        op: str,
+        cases: list[TestCase],
+        *,
+        config: EvalConfig,
+        device: str = "auto",
+        measure_performance: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> OperatorResult:
+        """The verdict on one candidate file for one operator (run in a sandbox)."""
+        ...
+
+    def evaluate(self, kernels_dir: Path | str, **options: Any) -> Any:
+        """Evaluate a kernels folder and write the reports (an evaluator.report.Report)."""
+        ...
+
+    def resolve_device(self, device: str) -> str:
+        """`auto` -> `cuda` or `cpu`; a UsageError for a device that is not there."""
+        ...
+
+    def close(self) -> None:
+        """Stop every sandbox this evaluator started."""
+        ...
+
+    def select(
+        self,
+        suite: str | None = "torchbench",
+        ops: list[str] | None = None,
+        num_operators: int | None = None,
+        trace_file: str | Path | None = None,
+        max_cases_per_op: int = 10,
+        prefer: Callable[[TestCase], bool] | None = None,
+    ) -> Selection:
+        """The operators to work on and their cases."""
+        ...
+
+
+class LocalEvaluator:
+    """The evaluator on this machine: sandboxes shared across calls, closed by `close`."""
+
+    judge = staticmethod(judge_candidate)
+    evaluate = staticmethod(evaluate)
+    resolve_device = staticmethod(resolve_device)
+    close = staticmethod(close_sandboxes)
+    select = staticmethod(select_operators)
