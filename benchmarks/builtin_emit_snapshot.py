@@ -3,6 +3,7 @@ or check a snapshot of them (the guard that moving kernel source around changes 
 
     python benchmarks/builtin_emit_snapshot.py            # check against the stored snapshot
     python benchmarks/builtin_emit_snapshot.py --write    # store a new snapshot
+    python benchmarks/builtin_emit_snapshot.py --family softmax   # check one family's files
 
 Requests: for each operator of both suites, variants 0-3 with (a) all its cases, (b) the ten
 cases the agent gets by default, (c) each of its first three ranked cases alone (writers
@@ -45,13 +46,15 @@ def requests() -> Iterator[tuple[str, object]]:
                     yield key, KernelRequest(op=op, schema="", cases=list(cases), variant=variant)
 
 
-def render_all() -> tuple[dict[str, str | None], dict[str, str]]:
-    """(key -> sha256 or None, sha256 -> text) for every request."""
-    from agent.providers.builtin.registry import WRITERS
+def render_all(families: set[str] | None = None) -> tuple[dict[str, str | None], dict[str, str]]:
+    """(key -> sha256 or None, sha256 -> text) for every request (of `families` only if given)."""
+    from agent.providers.builtin.registry import FAMILY_OF, WRITERS
 
     digests: dict[str, str | None] = {}
     texts: dict[str, str] = {}
     for key, request in requests():
+        if families is not None and FAMILY_OF.get(request.op) not in families:
+            continue
         writer = WRITERS.get(request.op)
         text = writer(request) if writer is not None else None
         if text is None:
@@ -71,15 +74,19 @@ def load(path: Path = SNAPSHOT) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="store a new snapshot")
+    ap.add_argument("--family", action="append", help="check only this family (repeatable)")
     args = ap.parse_args()
-    digests, texts = render_all()
+    if args.write and args.family:
+        ap.error("--write stores the whole snapshot: drop --family")
+    families = set(args.family) if args.family else None
+    digests, texts = render_all(families)
     if args.write:
         data = {"digests": digests, "texts": texts}
         with lzma.open(SNAPSHOT, "wt", encoding="utf-8", preset=9) as f:
             json.dump(data, f, sort_keys=True)
         print(f"wrote {len(digests)} requests, {len(texts)} distinct files to {SNAPSHOT}")
         return
-    stored = load()["digests"]
+    stored = {k: v for k, v in load()["digests"].items() if families is None or k in digests}
     changed = sorted(k for k in stored.keys() | digests.keys() if stored.get(k) != digests.get(k))
     print(f"{len(digests)} requests, {len(changed)} differ from the snapshot")
     for key in changed[:20]:

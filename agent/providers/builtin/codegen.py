@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from agent.providers.builtin import kernelsource
 from evaluator.naming import kernel_function_name, normalize_op
 
 # Real dtypes the builtin kernels handle (complex, fp8 and wide unsigned types are declined).
@@ -198,24 +199,8 @@ def _pdl_enter(WAIT: tl.constexpr, TRIGGER: tl.constexpr):
         tl.extra.cuda.gdc_launch_dependents()
 '''
 
-# Gluon (Triton's explicit-layout dialect) for kernels that hold data in shared memory, which
-# plain Triton cannot allocate: `gluon` is None where it cannot be used, and the file keeps its
-# plain-Triton path. Gluon is experimental and its surface moves between releases: the copy and
-# barrier names below are the ones of Triton 3.6 (measured on the H200) and 3.9 (compiled), and
-# another release, or one without Gluon, keeps the plain kernels.
-GLUON_SOURCE = '''\
-_GLUON_TRITONS = ((3, 6), (3, 9))  # the releases it was written for, oldest and newest
-gluon = None
-if _GLUON_TRITONS[0] <= tuple(int(v) for v in triton.__version__.split(".")[:2]) <= _GLUON_TRITONS[1]:
-    try:
-        from triton.experimental import gluon
-        from triton.experimental.gluon import language as gl
-        from triton.experimental.gluon.language.nvidia.ampere import async_copy
-        _gl_copy = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
-        _gl_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
-    except (ImportError, AttributeError):
-        gluon = None
-'''
+# Gluon for kernels that hold data in shared memory (`gluon` is None where it cannot be used).
+GLUON_SOURCE = kernelsource.runtime("gluon") + "\n"
 
 
 # Block-size policy per variant: (fixed BLOCK or None, num_warps for a fixed BLOCK).

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agent.providers.builtin import codegen
+from agent.providers.builtin import codegen, kernelsource
 from evaluator.testcase import TensorSpec
 
 if TYPE_CHECKING:
@@ -59,12 +59,7 @@ _CONSERVATIVE = $conservative  # variant >= 1: one heuristic config per shape, n
 _INT32_MAX = 2**31 - 1
 
 
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-def _pow2(n):
-    return 1 << max(0, int(n) - 1).bit_length()
+''' + kernelsource.runtime("_cdiv", "_pow2") + '''
 
 
 def _clamp_pow2(n, lo, hi):

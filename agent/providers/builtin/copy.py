@@ -24,7 +24,7 @@ from __future__ import annotations
 from string import Template
 from typing import TYPE_CHECKING
 
-from agent.providers.builtin import codegen
+from agent.providers.builtin import codegen, kernelsource
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
@@ -53,12 +53,7 @@ COPY_SOURCE = '''_TL = {
 }
 
 
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-def _pow2(n):
-    return 1 << max(0, int(n) - 1).bit_length()
+''' + kernelsource.runtime("_cdiv", "_pow2") + '''
 
 
 @triton.jit

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from agent.providers.builtin import codegen
+from agent.providers.builtin import codegen, kernelsource
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
@@ -39,8 +39,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _CONSERVATIVE = $conservative  # variant >= 1: 64x64 tiles
 
 
-def _cdiv(a, b):
-    return -(-a // b)
+''' + kernelsource.runtime("_cdiv") + '''
 
 
 @triton.jit

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from agent.providers.builtin import codegen
+from agent.providers.builtin import codegen, kernelsource
 from agent.providers.builtin.copy import PIECES_SOURCE
 
 if TYPE_CHECKING:
@@ -66,12 +66,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _CONSERVATIVE = $conservative  # variant >= 1: small tiles
 
 
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-def _pow2(n):
-    return 1 << max(0, int(n) - 1).bit_length()
+''' + kernelsource.runtime("_cdiv", "_pow2") + '''
 
 
 def _prod(values):

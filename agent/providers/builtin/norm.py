@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from agent.providers.builtin import codegen
+from agent.providers.builtin import codegen, kernelsource
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
@@ -42,17 +42,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _CONSERVATIVE = $conservative  # variant >= 1: smaller tiles, no split statistics
 
 
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-def _pow2(n):
-    return 1 << max(0, int(n) - 1).bit_length()
-
-
-@functools.lru_cache(maxsize=None)
-def _num_sms(index):
-    return torch.cuda.get_device_properties(index).multi_processor_count
+''' + kernelsource.runtime("_cdiv", "_pow2", "_num_sms") + '''
 
 
 def _target_programs(x):

@@ -1,0 +1,110 @@
+"""Source text of the real kernel modules in `kernels/`, cut and specialised for one emitted file.
+
+A kernel module is ordinary Python that ruff and an editor read. The writer copies text out of it:
+
+- `emitted(name, values=..., inserts=...)`: the text of `kernels/<name>.py` after its line
+  `# ---- emitted below ----` (above that line: the module docstring and the imports that let a
+  linter resolve what the emitted file gets from its header or from the runtime module), with
+  - each line `# inline: A, B` replaced by runtime definitions (see `runtime`), one blank line
+    pair between them;
+  - each top-level `NAME = value` whose NAME is in `values` given that value's source text
+    instead (the module holds a placeholder: the writer specialises it);
+  - each line `# insert: KEY` replaced by `inserts[KEY]`.
+- `runtime(*names)`: definitions of `kernels/runtime.py`, the one copy of the helpers every
+  emitted file may need: a top-level function, class or assignment by its name (decorators and
+  all), or a region between `# region NAME` and `# endregion NAME`.
+
+Emitted files stay self-contained: they get copies of this text, never an import of atenforge.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+EMIT_MARKER = "# ---- emitted below ----\n"
+_INLINE = re.compile(r"^# inline: (.+)$", re.MULTILINE)
+_INSERT = re.compile(r"^# insert: (\w+)$", re.MULTILINE)
+
+
+@functools.cache
+def _text(name: str) -> str:
+    return (KERNELS_DIR / f"{name}.py").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _runtime_parts() -> dict[str, str]:
+    """Name -> source text of each top-level definition and region of kernels/runtime.py."""
+    text = _text("runtime")
+    lines = text.splitlines(keepends=True)
+    parts: dict[str, str] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+        else:
+            continue
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        for name in names:
+            parts[name] = "".join(lines[first - 1 : node.end_lineno]).rstrip("\n")
+    for match in re.finditer(
+        r"^# region (\w+)\n(.*?)^# endregion \1\n", text, re.MULTILINE | re.DOTALL
+    ):
+        parts[match.group(1)] = match.group(2).rstrip("\n")
+    return parts
+
+
+def runtime(*names: str) -> str:
+    """The runtime definitions `names`, in that order, separated by two blank lines."""
+    parts = _runtime_parts()
+    missing = [n for n in names if n not in parts]
+    if missing:
+        raise KeyError(f"kernels/runtime.py defines no {', '.join(missing)}")
+    return "\n\n\n".join(parts[n] for n in names)
+
+
+def _set_values(text: str, values: dict[str, str]) -> str:
+    """Replace the value of each top-level single-line `NAME = value` named in `values`."""
+    lines = text.splitlines(keepends=True)
+    seen = set()
+    for node in ast.parse(text).body:
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in values
+        ):
+            continue
+        value = node.value
+        if value.lineno != value.end_lineno:
+            raise ValueError(f"placeholder {node.targets[0].id} must fit on one line")
+        raw = lines[value.lineno - 1].encode()
+        new = values[node.targets[0].id].encode()
+        lines[value.lineno - 1] = (
+            raw[: value.col_offset] + new + raw[value.end_col_offset :]
+        ).decode()
+        seen.add(node.targets[0].id)
+    if missing := set(values) - seen:
+        raise KeyError(f"no top-level placeholder {', '.join(sorted(missing))}")
+    return "".join(lines)
+
+
+def emitted(
+    name: str, values: dict[str, str] | None = None, inserts: dict[str, str] | None = None
+) -> str:
+    """The emitted part of kernels/<name>.py, specialised (see the module docstring)."""
+    text = _text(name)
+    start = text.find(EMIT_MARKER)
+    if start < 0:
+        raise ValueError(f"kernels/{name}.py has no line {EMIT_MARKER.strip()!r}")
+    text = text[start + len(EMIT_MARKER) :]
+    if values:
+        text = _set_values(text, values)
+    text = _INLINE.sub(lambda m: runtime(*(n.strip() for n in m.group(1).split(","))), text)
+    inserts = inserts or {}
+    return _INSERT.sub(lambda m: inserts[m.group(1)], text)
