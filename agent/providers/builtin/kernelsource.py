@@ -9,7 +9,8 @@ A kernel module is ordinary Python that ruff and an editor read. The writer copi
     pair between them;
   - each top-level `NAME = value` whose NAME is in `values` given that value's source text
     instead (the module holds a placeholder: the writer specialises it);
-  - each line `# insert: KEY` replaced by `inserts[KEY]`.
+  - each line `# insert: KEY` replaced by `inserts[KEY]`;
+  - `  # noqa...` comments dropped (they speak to the module's linter, not to the emitted file).
 - `runtime(*names)`: definitions of `kernels/runtime.py`, the one copy of the helpers every
   emitted file may need: a top-level function, class or assignment by its name (decorators and
   all), or a region between `# region NAME` and `# endregion NAME`.
@@ -28,6 +29,7 @@ KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 EMIT_MARKER = "# ---- emitted below ----\n"
 _INLINE = re.compile(r"^# inline: (.+)$", re.MULTILINE)
 _INSERT = re.compile(r"^# insert: (\w+)$", re.MULTILINE)
+_NOQA = re.compile(r"  # noqa\b.*$", re.MULTILINE)
 
 
 @functools.cache
@@ -102,7 +104,7 @@ def emitted(
     start = text.find(EMIT_MARKER)
     if start < 0:
         raise ValueError(f"kernels/{name}.py has no line {EMIT_MARKER.strip()!r}")
-    text = text[start + len(EMIT_MARKER) :]
+    text = _NOQA.sub("", text[start + len(EMIT_MARKER) :])
     if values:
         text = _set_values(text, values)
     text = _INLINE.sub(lambda m: runtime(*(n.strip() for n in m.group(1).split(","))), text)
