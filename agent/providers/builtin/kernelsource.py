@@ -2,9 +2,11 @@
 
 A kernel module is ordinary Python that ruff and an editor read. The writer copies text out of it:
 
-- `emitted(name, values=..., inserts=...)`: the text of `kernels/<name>.py` after its line
-  `# ---- emitted below ----` (above that line: the module docstring and the imports that let a
-  linter resolve what the emitted file gets from its header or from the runtime module), with
+- `emitted(name, section, values=..., inserts=...)`: the text of `kernels/<name>.py` from its
+  line `# ---- emitted: SECTION ----` to the next such line or the end (trailing blank lines
+  dropped). Above the first marker: the module docstring and the imports that let a linter
+  resolve what the emitted file gets from its header, the runtime module or another section
+  emitted with it. The section is copied with
   - each line `# inline: A, B` replaced by runtime definitions (see `runtime`), one blank line
     pair between them;
   - each top-level `NAME = value` whose NAME is in `values` given that value's source text
@@ -26,7 +28,7 @@ import re
 from pathlib import Path
 
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
-EMIT_MARKER = "# ---- emitted below ----\n"
+_SECTION = re.compile(r"^# ---- emitted: (\w+) ----\n", re.MULTILINE)
 _INLINE = re.compile(r"^# inline: (.+)$", re.MULTILINE)
 _INSERT = re.compile(r"^# insert: (\w+)$", re.MULTILINE)
 _NOQA = re.compile(r"  # noqa\b.*$", re.MULTILINE)
@@ -35,6 +37,17 @@ _NOQA = re.compile(r"  # noqa\b.*$", re.MULTILINE)
 @functools.cache
 def _text(name: str) -> str:
     return (KERNELS_DIR / f"{name}.py").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _sections(name: str) -> dict[str, str]:
+    text = _text(name)
+    marks = list(_SECTION.finditer(text))
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    return {
+        m.group(1): text[m.end() : end].rstrip("\n") + "\n"
+        for m, end in zip(marks, ends, strict=True)
+    }
 
 
 @functools.cache
@@ -97,14 +110,16 @@ def _set_values(text: str, values: dict[str, str]) -> str:
 
 
 def emitted(
-    name: str, values: dict[str, str] | None = None, inserts: dict[str, str] | None = None
+    name: str,
+    section: str,
+    values: dict[str, str] | None = None,
+    inserts: dict[str, str] | None = None,
 ) -> str:
-    """The emitted part of kernels/<name>.py, specialised (see the module docstring)."""
-    text = _text(name)
-    start = text.find(EMIT_MARKER)
-    if start < 0:
-        raise ValueError(f"kernels/{name}.py has no line {EMIT_MARKER.strip()!r}")
-    text = _NOQA.sub("", text[start + len(EMIT_MARKER) :])
+    """Section `section` of kernels/<name>.py, specialised (see the module docstring)."""
+    sections = _sections(name)
+    if section not in sections:
+        raise KeyError(f"kernels/{name}.py has no line '# ---- emitted: {section} ----'")
+    text = _NOQA.sub("", sections[section])
     if values:
         text = _set_values(text, values)
     text = _INLINE.sub(lambda m: runtime(*(n.strip() for n in m.group(1).split(","))), text)

@@ -85,7 +85,7 @@ def _write(request: KernelRequest) -> str | None:
             request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
         ),
         kernelsource.emitted(
-            "softmax", values={"_CONSERVATIVE": str(variant >= 1), "_MODE": str(mode)}
+            "softmax", "main", values={"_CONSERVATIVE": str(variant >= 1), "_MODE": str(mode)}
         ),
         codegen.entry_point(request.op, body),
     )

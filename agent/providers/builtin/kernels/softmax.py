@@ -2,7 +2,7 @@
 copies into each emitted file.
 
 Placeholders the writer sets: `_CONSERVATIVE` (variant >= 1: smaller tiles) and `_MODE` (0 softmax,
-1 log_softmax, 2 softmax backward, 3 log_softmax backward). Above the marker: what the emitted
+1 log_softmax, 2 softmax backward, 3 log_softmax backward). Above the first marker: what the emitted
 file's header and the runtime module provide.
 """
 
@@ -21,7 +21,7 @@ from agent.providers.builtin.kernels.runtime import (
     gluon,
 )
 
-# ---- emitted below ----
+# ---- emitted: main ----
 import functools  # noqa: F401  (the inlined _num_sms uses it)
 import os
 
