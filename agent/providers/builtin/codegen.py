@@ -170,34 +170,8 @@ else:
 mask = offs < n
 """
 
-# Programmatic dependent launch (sm_90+), for ops that launch kernels one after another: the
-# later kernel takes a `PDL_WAIT` constexpr, is launched with `**_pdl_launch(flag)` and calls
-# `_pdl_enter(PDL_WAIT, ...)` first, before it touches memory; the earlier one calls
-# `_pdl_enter(False, PDL_NEXT)` so that the next launch starts while its last programs run. H200, layer norm backward's column-sum launch: ~1 us less
-# on the small cases (docs/BENCHMARKS.md §16). The file must define `_INTERPRET`.
-PDL_SOURCE = '''\
-def _pdl_ok(device):
-    """Programmatic dependent launches: CUDA devices of compute capability 9.0 and up."""
-    return (not _INTERPRET and device.type == "cuda"
-            and torch.cuda.get_device_capability(device)[0] >= 9)
-
-
-def _pdl_launch(pdl):
-    """Launch keywords of a kernel that may be a programmatic dependent: the launch option, and
-    its PDL_WAIT constexpr (a kernel without that parameter cannot be launched this way, and one
-    launched this way waits: `_pdl_enter(PDL_WAIT, ...)` is its first statement)."""
-    return {"launch_pdl": True, "PDL_WAIT": True} if pdl else {"PDL_WAIT": False}
-
-
-@triton.jit
-def _pdl_enter(WAIT: tl.constexpr, TRIGGER: tl.constexpr):
-    """WAIT (this grid was launched as a dependent): block until the grid before it has
-    finished and its writes are visible. TRIGGER: the next dependent launch may start now."""
-    if WAIT:
-        tl.extra.cuda.gdc_wait()
-    if TRIGGER:
-        tl.extra.cuda.gdc_launch_dependents()
-'''
+# `_pdl_ok`, `_pdl_launch`, `_pdl_enter`: programmatic dependent launches (the file defines `_INTERPRET`).
+PDL_SOURCE = kernelsource.runtime("_pdl_ok", "_pdl_launch", "_pdl_enter") + "\n"
 
 # Gluon for kernels that hold data in shared memory (`gluon` is None where it cannot be used).
 GLUON_SOURCE = kernelsource.runtime("gluon") + "\n"
@@ -232,6 +206,12 @@ def launch_config_source(variant: int) -> str:
         "        return 1024, 4\n"
         "    return 2048, 8\n"
     )
+
+
+def tiles_prelude(variant: int) -> str:
+    """Tile and block-size helpers (kernels/tiles.py) that the tiled families share; variant >= 1
+    takes small tiles."""
+    return kernelsource.emitted("tiles", "prelude", values={"_CONSERVATIVE": str(variant >= 1)})
 
 
 def indent(text: str, levels: int = 1) -> str:

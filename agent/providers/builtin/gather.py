@@ -25,11 +25,10 @@ Indices are loaded as int64, offsets are int64.
 
 from __future__ import annotations
 
-from string import Template
 from typing import TYPE_CHECKING
 
 from agent.providers.builtin import codegen
-from agent.providers.builtin.copy import COPY_SOURCE, PIECES_SOURCE, PRELUDE
+from agent.providers.builtin.copy import COPY_SOURCE, PIECES_SOURCE, prelude
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
@@ -443,7 +442,7 @@ def _write(request: KernelRequest) -> str | None:
         codegen.file_header(
             request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
         ),
-        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        prelude(variant),
         COPY_SOURCE,
         PIECES_SOURCE,
         _INDEX_SOURCE,

@@ -26,13 +26,11 @@ How the generated kernels work:
 
 from __future__ import annotations
 
-from string import Template
 from typing import TYPE_CHECKING
 
 import torch
 
 from agent.providers.builtin import codegen
-from agent.providers.builtin.movement import PRELUDE
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
@@ -462,7 +460,7 @@ def _write(request: KernelRequest) -> str | None:
         codegen.file_header(
             request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
         ),
-        Template(PRELUDE).substitute(conservative=str(variant >= 1)),
+        codegen.tiles_prelude(variant),
         _COMMON,
         section,
         codegen.entry_point(request.op, body),

@@ -6,9 +6,13 @@ triton.language imported.
 """
 
 import functools
+import os
 
 import torch
 import triton
+import triton.language as tl
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def _cdiv(a, b):
@@ -22,6 +26,33 @@ def _pow2(n):
 @functools.lru_cache(maxsize=None)
 def _num_sms(index):
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+# Programmatic dependent launch (sm_90+), for files that launch kernels one after another: the
+# later kernel takes a `PDL_WAIT` constexpr, is launched with `**_pdl_launch(flag)` and calls
+# `_pdl_enter(PDL_WAIT, ...)` before it touches memory; the earlier one calls
+# `_pdl_enter(False, PDL_NEXT)` so that the next launch starts while its last programs run.
+def _pdl_ok(device):
+    """Programmatic dependent launches: CUDA devices of compute capability 9.0 and up."""
+    return (not _INTERPRET and device.type == "cuda"
+            and torch.cuda.get_device_capability(device)[0] >= 9)
+
+
+def _pdl_launch(pdl):
+    """Launch keywords of a kernel that may be a programmatic dependent: the launch option, and
+    its PDL_WAIT constexpr (a kernel without that parameter cannot be launched this way, and one
+    launched this way waits: `_pdl_enter(PDL_WAIT, ...)` is its first statement)."""
+    return {"launch_pdl": True, "PDL_WAIT": True} if pdl else {"PDL_WAIT": False}
+
+
+@triton.jit
+def _pdl_enter(WAIT: tl.constexpr, TRIGGER: tl.constexpr):
+    """WAIT (this grid was launched as a dependent): block until the grid before it has
+    finished and its writes are visible. TRIGGER: the next dependent launch may start now."""
+    if WAIT:
+        tl.extra.cuda.gdc_wait()
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
 
 
 # Gluon (Triton's explicit-layout dialect) for kernels that hold data in shared memory, which
