@@ -8,6 +8,7 @@ import triton.language as tl
 
 from agent.providers.builtin.kernels.copy import _launch_pieces, _pieces_plan
 from agent.providers.builtin.kernels.runtime import (
+    _OP,
     _cdiv,
     _pdl_enter,
     _pdl_launch,
@@ -26,8 +27,6 @@ from agent.providers.builtin.kernels.tiles import (
     _tile_map,
     _wrap_dim,
 )
-
-_OP = "aten::op"  # set by the emitted file's header
 
 
 # ---- emitted: map ----

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_OP = "aten::op"  # each emitted file's header names its operator
 
 
 def _cdiv(a, b):
