@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.providers.builtin import codegen, conv
+from agent.providers.builtin import codegen, conv, kernelsource
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest
