@@ -46,7 +46,6 @@ from evaluator.testcase import TensorSpec
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
 
-FAMILY = "convolution"
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 NUM_VARIANTS = 2  # 0: autotuned tiles on the GPU; 1: one heuristic config per shape, no tuning
 

@@ -29,7 +29,6 @@ from agent.providers.builtin import codegen, kernelsource
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
 
-FAMILY = "grouped matmul"
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 

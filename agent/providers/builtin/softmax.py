@@ -16,9 +16,9 @@ the softmax dim:
   (`_window_stream_kernel`), or, shorter than a vector, gathered through a flat tile; a longer
   row (a 50k vocabulary) takes an online pass (running max and rescaled sum) and a writing
   pass, on a persistent grid of about one program per SM (its second read mostly from HBM for
-  f32 rows of 201 KB: docs/BENCHMARKS.md §13-§15, §22), except f32 forward rows on an NVIDIA
+  f32 rows of 201 KB), except f32 forward rows on an NVIDIA
   GPU whose shared memory holds them: there one program per SM holds each row in shared
-  memory (`_smem_rows_kernel`, Gluon) and reads it from HBM once (§25);
+  memory (`_smem_rows_kernel`, Gluon) and reads it from HBM once;
 - `inner > 1`: the same on a column tile, coalesced along inner.
 Arithmetic is fp32 (fp64 for fp64 inputs), whatever the storage dtype; the result is stored in
 eager's dtype (fp32 for half_to_float, `input_dtype` for the backward ops).
