@@ -107,8 +107,8 @@ def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_
     tl.store(c_ptr + batch * s_cb + m * s_cm + n * s_cn, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
 
-# Tile choice on the GPU (module constants: benchmarks/knob_sweep.py re-measures them; H200
-# numbers in docs/BENCHMARKS.md section 15). Tiles are (BLOCK_M, BLOCK_N, num_warps, num_stages);
+# Tile choice on the GPU (module constants: benchmarks/knob_sweep.py re-measures them on
+# the H200). Tiles are (BLOCK_M, BLOCK_N, num_warps, num_stages);
 # BLOCK_K is at most _HALF_BLOCK_K (fp16/bf16), _F32_BLOCK_K (fp32) or 32 (fp64). Half precision:
 # - a problem of at least _HALF_MANY_WAVES waves of _HALF_BIG tiles takes those (the largest
 #   tile: the least operand traffic per flop, and the tail wave is a small part);

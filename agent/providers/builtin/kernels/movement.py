@@ -84,7 +84,7 @@ def _load_filled(ptrs, inside, value, fvalue, DT: tl.constexpr):
     dtype the fill, rounded once to it, is the masked load's `other`; otherwise (a fill that
     must not round through x's dtype) a select after the load. A select after every load made
     each thread wait for a gather before issuing the next (sm_90: 12 of 16 loads read early):
-    constant_pad_nd [32,96,112,112] f16 46.6 us against 44.0 on the H200 (BENCHMARKS §33)."""
+    constant_pad_nd [32,96,112,112] f16 46.6 us against 44.0 on the H200."""
     if ptrs.dtype.element_ty == DT:
         return tl.load(ptrs, mask=inside, other=_fill_of(value, fvalue, DT).to(DT))
     else:
@@ -1313,7 +1313,7 @@ def _embed_term_kernel(g_ptr, idx_ptr, link_ptr, term_ptr, R, D,
     term[r, :] in the output dtype, so that the fold (step 3) only adds finished terms. Summed
     in the fold itself, a weight row named in most chunks (skewed indices, as token streams
     are) walked its chunks' peers hop after hop: H200, 1024 Zipf(1.1) indices, 250-270 us
-    against eager's 43-69 (BENCHMARKS §21). PDL_WAIT / PDL_NEXT: dependent launches."""
+    against eager's 43-69. PDL_WAIT / PDL_NEXT: dependent launches."""
     _pdl_enter(PDL_WAIT, False)
     DT: tl.constexpr = term_ptr.dtype.element_ty
     r = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -1453,7 +1453,7 @@ def _embed_fill(u, NCOPY, idx_ptr, cnt_ptr, g_ptr, out_ptr, R, NW, padding_idx, 
     the counts (and the grads), so the rank kernel's fill programs do not wait for the scan:
     that launch starts only once every scan program has waited for the count kernel, and the
     fill streams beside the scan and the ranks. (Fill programs in the segment launch, or in
-    the fix launch beside the segment sums, measured slower: BENCHMARKS §35.)"""
+    the fix launch beside the segment sums, measured slower.)"""
     if u >= NCOPY:
         if ZR > 0:
             _embed_zero_rows(out_ptr, cnt_ptr, u - NCOPY, NW, D, ZR, ZC)
@@ -1717,7 +1717,7 @@ _EAGER_FEATURE_MAX = 3072
 # a stable counting sort of the rows by weight row, then per-weight-row sums over tiles of the
 # sorted rows (fp32, rounded once, as eager's sorted path sums). Its cost does not depend on how the
 # indices are distributed; the chains it replaced walked a weight row's chunks one dependent
-# load after another (H200, Zipf-distributed indices: 7x slower than eager, BENCHMARKS §20).
+# load after another (H200, Zipf-distributed indices: 7x slower than eager).
 # The rank scan is quadratic in the indices; past this, the int64 atomics
 _EMBED_SORT_MAX = 16384
 # `_embed_sort_count_kernel`: indices per program; `_embed_scan_kernel`: counts per step, warps;
@@ -1743,7 +1743,7 @@ _EMBED_SEG_CHECK_SUMS = True
 # `_embed_seg_kernel`: column blocks per program (done in turn; 1: a program per block), and
 # how many of them are in flight at once (Triton pipelining). H200, whole op, steps/stages 1/1,
 # 2/3, 4/3, 16/3: [4,2048,2048] bf16 82.8/78.7/78.2/82.2 us, [8,1024,768] bf16 55.7/55.2/56.2/
-# 54.3; Zipf 1.1 indices, 1/2 and 4/2: 86.9 and 83.0 (BENCHMARKS §27)
+# 54.3; Zipf 1.1 indices, 1/2 and 4/2: 86.9 and 83.0
 _EMBED_SEG_COL_STEPS = 2
 _EMBED_SEG_STAGES = 3
 # `_embed_link_kernel`: rows per program (a divisor of 32), indices per step, warps (H200,
@@ -1763,7 +1763,7 @@ _EMBED_ZERO_ROWS = 1
 # the kernels after the first of the few-index path (term, fold) and of the sorted path (scan,
 # rank, segment, fix) as programmatic dependent launches (sm_90+), each launched while the one
 # before it finishes, every program of a many-wave grid letting it start once its own work is
-# done. H200, whole op, off / on (BENCHMARKS §32): [4,2048,2048] bf16 into 32000 rows 79.0 /
+# done. H200, whole op, off / on: [4,2048,2048] bf16 into 32000 rows 79.0 /
 # 74.0 us, [8,1024,768] bf16 55.4 / 49.0, [8,512,768] f32 53.6 / 48.6; Zipf 1.1 83.3 / 78.6
 _EMBED_PDL = True
 # dependent kernels whose programs may touch memory before `_pdl_enter(PDL_WAIT, ...)`: each
@@ -1774,14 +1774,14 @@ _PDL_WAITS_LATER = ("_embed_rank_kernel", "_embed_seg_kernel", "_embed_fix_kerne
 # the sorted path copies each weight row named once (most rows for uniform indices) from its
 # grad row, in programs of the rank kernel's launch that read the grad in index order, and
 # sorts and sums only the rows of weight rows named twice or more (needs _EMBED_ZERO_ROWS).
-# Session 25's copies by the zero programs, in weight-row order (a gather of each lone row),
-# were slower than the sort: [4,2048,2048] bf16 86-90 us against 74 (BENCHMARKS §33). H200,
-# whole op, off / on (§34): [4,2048,2048] bf16 74.0 / 63.7 us, [8,1024,768] bf16 49.6 / 46.7,
+# Copies by the zero programs, in weight-row order (a gather of each lone row),
+# were slower than the sort: [4,2048,2048] bf16 86-90 us against 74. H200,
+# whole op, off / on: [4,2048,2048] bf16 74.0 / 63.7 us, [8,1024,768] bf16 49.6 / 46.7,
 # [8,512,768] f32 48.7 / 47.7, Zipf 1.1 78.0 / 77.2
 _EMBED_SINGLES = True
 # grad elements per program and step of `_embed_copy_singles` (whole rows up to this many).
-# H200, 512/1024/2048/4096/8192 (§34): [4,2048,2048] bf16 66.3/65.0/63.7/65.3/86.8 us,
-# [8,1024,768] bf16 51.4/51.2/46.7/56.6/72.5; since the fill streams beside the scan (§35),
+# H200, 512/1024/2048/4096/8192: [4,2048,2048] bf16 66.3/65.0/63.7/65.3/86.8 us,
+# [8,1024,768] bf16 51.4/51.2/46.7/56.6/72.5; since the fill streams beside the scan,
 # 1024/2048: [4,2048,2048] bf16 59.5-59.9/62.1-62.4, [8,1024,768] bf16 42.9-43.1/45.8-46.0,
 # [8,512,768] f32 44.5-44.6/45.1-45.3
 _EMBED_SINGLES_TILE = 1024

@@ -378,8 +378,7 @@ _LNB_WARP_PROGRAMS_PER_SM = 4
 # rows of more than _LNB_WIDE_ROW_BYTES take _LNB_WIDE_PROGRAMS_PER_SM (fewer bytes in flight per
 # SM). H200, evaluator timing, 3 / 4 programs per SM (two runs each): [32,197,768] f32 21.2, 21.0
 # / 21.9, 21.7 us, [8,512,768] f32 16.1, 15.9 / 16.5, 16.3; slower at 3: 128-wide f32 rows ([8,512,
-# 128] 8.6, 9.0 / 8.1, 8.5) and 768-wide bf16 ones ([8,1024,768] 18.4 / 17.2, one run) (BENCHMARKS
-# §30)
+# 128] 8.6, 9.0 / 8.1, 8.5) and 768-wide bf16 ones ([8,1024,768] 18.4 / 17.2, one run)
 _LNB_WIDE_ROW_BYTES = 2048
 _LNB_WIDE_PROGRAMS_PER_SM = 3
 _LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
@@ -391,7 +390,7 @@ _LNB_NARROW_STAGES = 5
 # one-pass rows of N elements as two power-of-two tiles when they pad less than one (768 = 512 +
 # 256 instead of 1024: a quarter of the lanes' registers and math saved; the one-warp row kernel
 # 238 -> 168 registers for sm_90). H200, evaluator timing, one tile / two: [32,197,768] f32 22.1
-# / 21.8 us, [8,1024,768] bf16 17.9 / 17.4, [8,512,768] f32 16.9 / 16.5 (docs/BENCHMARKS.md §25)
+# / 21.8 us, [8,1024,768] bf16 17.9 / 17.4, [8,512,768] f32 16.9 / 16.5
 _LNB_SPLIT_ROW = True
 # longer rows: rows per loop step of the one-pass row kernel (0: about 4096 elements a step),
 # warps (0: by the step's elements; H200 bf16 [8192, 768]: 20 us vs 26 for 4 warps against 8),
@@ -402,7 +401,7 @@ _LNB_PROGRAMS_PER_SM = 2
 _LNB_SUM_COLS = 16  # columns per program of the partial-row reduction
 _LNB_SUM_ROWS = 512  # partial rows per loop step of that reduction (all of them when fewer)
 # its warps (H200, [32,197,768] f32 / [8,1024,768] bf16: 4 warps 21.8 / 17.1 us, 8 22.9 / 18.6,
-# 16 22.7 / 18.8; BENCHMARKS §28)
+# 16 22.7 / 18.8)
 _LNB_SUM_WARPS = 4
 # the reduction as a programmatic dependent launch (sm_90+): its launch overlaps the row
 # kernel's last programs instead of following the row kernel's exit (H200: [8,512,128] f32
@@ -911,13 +910,13 @@ def _bn_apply_plan(N, C, HW, backward, acc, pdl, reverse=False):
 # Programmatic dependent launches (sm_90+): 0 none, 1 the channel kernel after the partial sums,
 # 2 also the elementwise pass after the channel kernel. Off: on the H200 level 2 cost eval-mode
 # [32,128,28,28] f16 9.3 -> 19.6 us (and gave [16,128,32,32] 8.3 -> 7.3); level 1 is unmeasured
-# outside host-bound cases (docs/BENCHMARKS.md §16)
+# outside host-bound cases
 _BN_PDL = 0
 # warps per `_bn_eager_partials` program (0: by channel count). H200, bf16 suite cases, whole op
 # (knob_sweep, 1/2/4/8 warps): [32,64,56,56] 161/146/135/79 us, [32,128,28,28] 60/57/53/42,
 # [32,512,28,28] 79/78/83/102, [32,1152,7,7] 38/48/61/99, [32,256,14,14] 37/30/31/40; a
-# pipelined batch loop (num_stages 3) changed nothing. Re-swept with 8 steps (session 16,
-# 1/2/4/8 warps): [32,64,56,56] 116/68/53/56, [32,128,28,28] 45/32/27/30: 4 warps up to 128
+# pipelined batch loop (num_stages 3) changed nothing. Re-swept with 8 steps (1/2/4/8
+# warps): [32,64,56,56] 116/68/53/56, [32,128,28,28] 45/32/27/30: 4 warps up to 128
 # channels
 _BN_EAGER_WARPS = 0
 # `_bn_eager_partials` steps walked per loop iteration (tiles whose loads are in flight at once;
@@ -932,7 +931,7 @@ _BN_EAGER_UNROLL = 0
 _BN_FUSED_MAX = 8192
 # programs per channel of the eager-order sums when grad_input is not fused (a power of two, at
 # most the block's warps); each takes a part of eager's block, whole warps, their per-thread sums
-# in eager's order. H200, bf16, whole op, 1/2/4/8/16 programs (session 16): [32,512,28,28]
+# in eager's order. H200, bf16, whole op, 1/2/4/8/16 programs: [32,512,28,28]
 # 53.0/43.4/48.2/84.2/111.3 us, [32,64,56,56] 52.5/45.8/108/109/114, [32,128,28,28]
 # 27.4/23.4/41.1/42.7/65.5
 _BN_EAGER_SPLIT = 2
@@ -1185,7 +1184,7 @@ if gluon is not None:
 # grad_input wanted, f16/bf16/f32 NCHW, channels of more than 256 positions: each channel held in
 # shared memory by `_bn_smem_kernel` (Gluon; NVIDIA sm_80+), its inputs read from HBM once, when
 # both of its planes fit a block's shared memory; else the plain kernels: sums, the channel kernel
-# and the elementwise pass, which read them twice (docs/BENCHMARKS.md §26)
+# and the elementwise pass, which read them twice
 _BN_SMEM = True
 _BN_SMEM_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # channels per program at most: each costs a copy's latency and the sums' barriers, which many
@@ -1195,7 +1194,7 @@ _BN_SMEM_MAX_ROUNDS = 4
 _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
 # groups the sums wait for at a time (a barrier each time), and whether a group's slot is refilled
 # with the next channel's as soon as it is written (a barrier each) or all at the channel's end.
-# H200, bf16, whole op, us, [32,512,28,28] / [32,128,28,28] (docs/BENCHMARKS.md §26): wait 1
+# H200, bf16, whole op, us, [32,512,28,28] / [32,128,28,28]: wait 1
 # 36.1 / 12.5, 2 35.3 / 12.4, 4 34.5 / 12.3 refilling each; at the end 35.6 / 11.9, 35.0 / 11.7,
 # 34.7 / 11.7. A ring of slots, the next channel's first 5-8 groups copied in while one is summed,
 # measured 37.0 (36.1 without)
@@ -1275,7 +1274,7 @@ def _batch_norm_backward_plan(input, weight, running_mean, running_var, save_mea
     if not empty:
         # f16/bf16 NCHW: eager's summation order, which its roundings make part of the result
         # (f32 keeps the split partial sums: fused, its N=1 suite cases took 43-133 us on the
-        # H200 against 11-13, unexplained; docs/BENCHMARKS.md §17)
+        # H200 against 11-13, unexplained)
         eager_order = _eager_nchw(input) and input.dtype in (torch.float16, torch.bfloat16)
         fused = eager_order and want_dx and N * HW <= _BN_FUSED_MAX and input.numel() < 2**31
         if eager_order:

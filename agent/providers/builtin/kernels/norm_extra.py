@@ -95,7 +95,7 @@ _GN_BLOCK = 2048
 _GN_WARPS = 8
 # Many groups ([4, 512, 31999]: 2048 groups of 64 KB, about two chunks each): 16 warps per program
 # (H200: 146 us against 166 with 8), where the G=1 cases lose with 16 (18.8 -> 24.4 us). Tried
-# and dropped on the H200 (docs/BENCHMARKS.md §13): a persistent kernel taking whole groups so
+# and dropped on the H200: a persistent kernel taking whole groups so
 # that the second read hits L2 (301-554 us), and 16-byte-aligned chunk bodies (no gain).
 _GN_WARPS_MANY_GROUPS, _GN_MANY_GROUPS = 16, 256
 _GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared memory)
@@ -123,7 +123,7 @@ _GN_WHOLE_TILE, _GN_WHOLE_PROGRAMS = 4096, 512
 # they start anywhere; _GN_PIPE_WARPS caps warps (one per 256 elements at most). H200 on
 # [4, 512, 31999] f16: 122 us without it, 74.6 us (82% of HBM bandwidth) with it at 16 warps,
 # 73.2 us with 2 programs per SM (one runs at a time: the second balances the last wave), 75.6
-# at 8 warps, 83-86 us with 4-element chunks (session 11). Session 15, Triton 3.6 on the lent
+# at 8 warps, 83-86 us with 4-element chunks. Later, Triton 3.6 on the lent
 # H200: 16 warps had slipped to 79.9-82.0 us (75-77%) with the same SASS, 8 warps 73.0-74.3 us
 # at 1-4 programs per SM; the four other suite cases equal either way.
 _GN_PIPE = True

@@ -23,7 +23,7 @@ def _floor_pow2(n):
 
 # Elements per program on a GPU for each kernel, and warps per program (module constants so that
 # benchmarks/knob_sweep.py can re-measure them; plans read them when first made). Measured on the
-# H200 (largest torchbench cases, docs/BENCHMARKS.md §12): the windowed kernels want small programs
+# H200 (largest torchbench cases): the windowed kernels want small programs
 # (max_pool2d 3x3/2 [64,64,112,112] f16: 96 us at 256 elements and one warp, 106 with four, 135
 # at 512 and four, 310 at 2048.)
 _MAX_POOL_ELEMS, _MAX_POOL_WARPS = 256, 1

@@ -800,7 +800,7 @@ _WIN_DEBUG_COPY = False  # diagnostic: the windows copied, no math (wrong result
 # the forward window math's masks as arithmetic on opaque 0/1 and 0/-inf values instead of
 # compares and selects (`_window_math`'s ARITH; fp32 statistics only): sm_90 loop 164 -> 133
 # SASS instructions, ALU-pipe ones ~81 -> 17. H200, evaluator timing, off / on: [2048,3,49,49]
-# f16 23.3 / 21.5 us, [512,6,49,49] 14.1 / 12.8 (docs/BENCHMARKS.md §25)
+# f16 23.3 / 21.5 us, [512,6,49,49] 14.1 / 12.8
 _WIN_ARITH = True
 # softmax: one exp per element, times 1/s per row, not exp again divided by s (H200, the five
 # 49-wide f16 cases: 1-2% faster, 31.5 -> 31.2 us on [2048, 3, 49, 49]). A persistent grid that
@@ -811,7 +811,7 @@ _FLAT_RECIP = True
 # length a constexpr: vector accesses of the rows' alignment), _ROWS_CONST_M rows per program
 # (0: as `_rows_kernel` picks them) and _ROWS_CONST_WARPS warps (0: by tile size), the row held
 # as two halves with _ROWS_CONST_SPLIT. H200, [64, 4, 196, 196] f16: 24.5 us on `_rows_kernel`
-# (eager 23.0), 15.4 with this kernel, 14.9 with 2 warps; M 8/16 no better (docs/BENCHMARKS.md §14).
+# (eager 23.0), 15.4 with this kernel, 14.9 with 2 warps; M 8/16 no better.
 _ROWS_CONST_N = True
 _ROWS_CONST_M = 0
 _ROWS_CONST_WARPS = 2
@@ -852,7 +852,7 @@ _LONG_STAGES_SHORT = 1
 # program of _SMEM_WARPS warps per SM, rows in chunks of _SMEM_CHUNK elements (a multiple of
 # 128 * _SMEM_WARPS: one 16-byte vector per thread per chunk at the least). H200, evaluator
 # timing, [8192, 50257] f32 log_softmax: 885 us against 1162 for `_long_rows_kernel`; 4096 x 32
-# 896, 4096 x 16 910, 2048 x 8 1026 (docs/BENCHMARKS.md §25).
+# 896, 4096 x 16 910, 2048 x 8 1026.
 _SMEM_ROWS = True
 _SMEM_CHUNK = 2048
 _SMEM_WARPS = 16
