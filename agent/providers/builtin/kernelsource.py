@@ -13,9 +13,10 @@ A kernel module is ordinary Python that ruff and an editor read. The writer copi
     instead (the module holds a placeholder: the writer specialises it);
   - each line `# insert: KEY` replaced by `inserts[KEY]`;
   - `  # noqa...` comments dropped (they speak to the module's linter, not to the emitted file).
-- `runtime(*names)`: definitions of `kernels/runtime.py`, the one copy of the helpers every
-  emitted file may need: a top-level function, class or assignment by its name (decorators and
-  all), or a region between `# region NAME` and `# endregion NAME`.
+- `definitions(name)`: each top-level function, class or assignment of `kernels/<name>.py` by
+  its name (decorators and all), and each region between `# region NAME` and `# endregion NAME`;
+- `runtime(*names)`: those of `kernels/runtime.py`, the one copy of the helpers every emitted
+  file may need, joined.
 
 Emitted files stay self-contained: they get copies of this text, never an import of atenforge.
 """
@@ -51,9 +52,9 @@ def _sections(name: str) -> dict[str, str]:
 
 
 @functools.cache
-def _runtime_parts() -> dict[str, str]:
-    """Name -> source text of each top-level definition and region of kernels/runtime.py."""
-    text = _text("runtime")
+def definitions(name: str) -> dict[str, str]:
+    """Name -> source text of each top-level definition and region of kernels/<name>.py."""
+    text = _text(name)
     lines = text.splitlines(keepends=True)
     parts: dict[str, str] = {}
     for node in ast.parse(text).body:
@@ -76,7 +77,7 @@ def _runtime_parts() -> dict[str, str]:
 
 def runtime(*names: str) -> str:
     """The runtime definitions `names`, in that order, separated by two blank lines."""
-    parts = _runtime_parts()
+    parts = definitions("runtime")
     missing = [n for n in names if n not in parts]
     if missing:
         raise KeyError(f"kernels/runtime.py defines no {', '.join(missing)}")
