@@ -1,4 +1,5 @@
-"""Convolution kernels (implicit GEMM) and the helpers the backward file shares: the text the builtin writer copies into the files it emits.
+"""Convolution kernels (implicit GEMM) and the helpers the backward file shares: the text the
+builtin writer copies into the files it emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)

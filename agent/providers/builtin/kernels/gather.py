@@ -1,4 +1,5 @@
-"""Gather kernels (index_select, gather, cat, stack): the text the builtin writer copies into the files it emits.
+"""Gather kernels (index_select, gather, cat, stack): the text the builtin writer copies into the
+files it emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)

@@ -1,4 +1,5 @@
-"""Grouped matrix product kernel (mixture-of-experts GEMM): the text the builtin writer copies into the files it emits.
+"""Grouped matrix product kernel (mixture-of-experts GEMM): the text the builtin writer copies into
+the files it emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)

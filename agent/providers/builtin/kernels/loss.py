@@ -1,4 +1,5 @@
-"""Loss kernels (nll_loss and its backward): the text the builtin writer copies into the files it emits.
+"""Loss kernels (nll_loss and its backward): the text the builtin writer copies into the files it
+emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)

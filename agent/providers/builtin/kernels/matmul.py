@@ -1,4 +1,5 @@
-"""Matrix product kernels (mm, addmm, bmm, split-K): the text the builtin writer copies into the files it emits.
+"""Matrix product kernels (mm, addmm, bmm, split-K): the text the builtin writer copies into the
+files it emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)

@@ -1,4 +1,5 @@
-"""Safe softmax, group norm and weight norm kernels: the text the builtin writer copies into the files it emits.
+"""Safe softmax, group norm and weight norm kernels: the text the builtin writer copies into the
+files it emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)

@@ -1,4 +1,5 @@
-"""Reduction kernels (sums, means, moments, extremes): the text the builtin writer copies into the files it emits.
+"""Reduction kernels (sums, means, moments, extremes): the text the builtin writer copies into the
+files it emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)

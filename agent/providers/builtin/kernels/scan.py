@@ -1,4 +1,5 @@
-"""Scan kernels (cumsum, predicates, rank, histc): the text the builtin writer copies into the files it emits.
+"""Scan kernels (cumsum, predicates, rank, histc): the text the builtin writer copies into the
+files it emits.
 """
 
 import torch  # noqa: I001  (each section's own imports follow its marker)
