@@ -2,7 +2,7 @@
 
 A kernel module is ordinary Python that ruff and an editor read. The writer copies text out of it:
 
-- `emitted(name, section, values=..., inserts=...)`: the text of `kernels/<name>.py` from its
+- `emitted(name, section, values=...)`: the text of `kernels/<name>.py` from its
   line `# ---- emitted: SECTION ----` to the next such line or the end (trailing blank lines
   dropped). Above the first marker: the module docstring and the imports that let a linter
   resolve what the emitted file gets from its header, the runtime module or another section
@@ -11,7 +11,6 @@ A kernel module is ordinary Python that ruff and an editor read. The writer copi
     pair between them;
   - each top-level `NAME = value` whose NAME is in `values` given that value's source text
     instead (the module holds a placeholder: the writer specialises it);
-  - each line `# insert: KEY` replaced by `inserts[KEY]`;
   - `  # noqa...` comments dropped (they speak to the module's linter, not to the emitted file).
 - `definitions(name)`: each top-level function, class or assignment of `kernels/<name>.py` by
   its name (decorators and all), and each region between `# region NAME` and `# endregion NAME`;
@@ -31,7 +30,6 @@ from pathlib import Path
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 _SECTION = re.compile(r"^# ---- emitted: (\w+) ----\n", re.MULTILINE)
 _INLINE = re.compile(r"^# inline: (.+)$", re.MULTILINE)
-_INSERT = re.compile(r"^# insert: (\w+)$", re.MULTILINE)
 _NOQA = re.compile(r"  # noqa\b.*$", re.MULTILINE)
 
 
@@ -114,7 +112,6 @@ def emitted(
     name: str,
     section: str,
     values: dict[str, str] | None = None,
-    inserts: dict[str, str] | None = None,
 ) -> str:
     """Section `section` of kernels/<name>.py, specialised (see the module docstring)."""
     sections = _sections(name)
@@ -123,6 +120,4 @@ def emitted(
     text = _NOQA.sub("", sections[section])
     if values:
         text = _set_values(text, values)
-    text = _INLINE.sub(lambda m: runtime(*(n.strip() for n in m.group(1).split(","))), text)
-    inserts = inserts or {}
-    return _INSERT.sub(lambda m: inserts[m.group(1)], text)
+    return _INLINE.sub(lambda m: runtime(*(n.strip() for n in m.group(1).split(","))), text)
