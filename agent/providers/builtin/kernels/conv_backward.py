@@ -1,11 +1,24 @@
-"""Convolution backward kernels: the text the builtin writer copies into the files it emits.
-"""
+"""Convolution backward kernels: the text the builtin writer copies into the files it emits."""
 
 import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.conv import _clamp_pow2, _col, _direct_tiles, _empty_like_layout, _gemm_tiles, _geometry, _needs_int64, _pixel_vec, _pointwise, _precision, _pw_gemm, _row, _staged
+from agent.providers.builtin.kernels.conv import (
+    _clamp_pow2,
+    _col,
+    _direct_tiles,
+    _empty_like_layout,
+    _gemm_tiles,
+    _geometry,
+    _needs_int64,
+    _pixel_vec,
+    _pointwise,
+    _precision,
+    _pw_gemm,
+    _row,
+    _staged,
+)
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _OP, _cdiv
 
 

@@ -6,7 +6,13 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.copy import _launch_pieces, _pieces_plan, _strided_copy, _tile_rows_cols, _to_out_dtype
+from agent.providers.builtin.kernels.copy import (
+    _launch_pieces,
+    _pieces_plan,
+    _strided_copy,
+    _tile_rows_cols,
+    _to_out_dtype,
+)
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _OP, _cdiv, _pow2
 from agent.providers.builtin.kernels.tiles import _CONSERVATIVE
 

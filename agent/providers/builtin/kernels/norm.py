@@ -1,5 +1,4 @@
-"""Layer norm and batch norm kernels: the text the builtin writer copies into the files it emits.
-"""
+"""Layer norm and batch norm kernels: the text the builtin writer copies into the files it emits."""
 
 import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton

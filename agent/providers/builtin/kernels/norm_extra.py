@@ -8,7 +8,13 @@ import triton.language as tl
 
 from agent.providers.builtin.kernels.pooling import _acc
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _pow2
-from agent.providers.builtin.kernels.tiles import _CONSERVATIVE, _block1, _prod, _tile_cap, _wrap_dim
+from agent.providers.builtin.kernels.tiles import (
+    _CONSERVATIVE,
+    _block1,
+    _prod,
+    _tile_cap,
+    _wrap_dim,
+)
 
 
 # ---- emitted: safe_softmax ----

@@ -7,7 +7,13 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _OP, _cdiv, _pow2
-from agent.providers.builtin.kernels.tiles import _CONSERVATIVE, _block1, _prod, _tile_cap, _wrap_dim
+from agent.providers.builtin.kernels.tiles import (
+    _CONSERVATIVE,
+    _block1,
+    _prod,
+    _tile_cap,
+    _wrap_dim,
+)
 
 
 # ---- emitted: common ----

@@ -21,6 +21,7 @@ from agent.providers.builtin.kernels.runtime import (
     gluon,
 )
 
+
 # ---- emitted: main ----
 import functools  # noqa: F401  (the inlined _num_sms uses it)
 import os
