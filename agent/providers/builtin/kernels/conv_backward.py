@@ -19,11 +19,12 @@ from agent.providers.builtin.kernels.conv import (
     _row,
     _staged,
 )
-from agent.providers.builtin.kernels.runtime import _INTERPRET, _OP, _cdiv
+from agent.providers.builtin.kernels.runtime import _INTERPRET, _OP, _cdiv, _num_sms
 
 
 # ---- emitted: backward ----
-_SMS = {}
+import functools  # noqa: F401  (the inlined _num_sms uses it)
+
 # The 1x1 weight gradient (`_pw_weight_kernel`): its tiles (BLOCK_I, BLOCK_J, BLOCK_K, warps,
 # stages), None for `_pw_weight_tiles`' choice by shape (on the H200 within a few us of the best
 # of 9 forced tiles on every suite case); how many programs per SM its pixel splits aim for (1
@@ -34,10 +35,7 @@ _PW_WEIGHT_WAVES = 2
 _PW_WEIGHT_BIAS = True
 
 
-def _num_sms(index):
-    if index not in _SMS:
-        _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _SMS[index]
+# inline: _num_sms
 
 
 def _splits(tiles, P, block, device, waves=2):
