@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.pooling import _acc
-from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _pow2
+from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _num_sms, _pow2
 from agent.providers.builtin.kernels.tiles import (
     _CONSERVATIVE,
     _block1,
@@ -91,6 +91,7 @@ def _safe_softmax(self, dim, dtype=None):
 
 
 # ---- emitted: group_norm ----
+import functools  # noqa: F401, I001  (the inlined _num_sms uses it)
 
 
 # Programs to aim for on a GPU (each (sample, group) is split into chunks until there are about
@@ -386,14 +387,7 @@ def _gn_whole_plan(NG, CPG, D, acc_bytes=4):
     return rows, block, max(1, min(_GN_WHOLE_WARPS, rows * block // 256))
 
 
-_SMS = {}
-
-
-def _num_sms(device):
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _SMS:
-        _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _SMS[index]
+# inline: _num_sms
 
 
 def _gn_pipe_plan(NG, CPG, D, x):
@@ -410,7 +404,8 @@ def _gn_pipe_plan(NG, CPG, D, x):
     if _INTERPRET or x.device.type != "cuda":
         programs = _GN_PIPE_CPU_PROGRAMS
     else:
-        programs = _GN_PIPE_PER_SM * _num_sms(x.device)
+        index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+        programs = _GN_PIPE_PER_SM * _num_sms(index)
     if NG < 2 * programs:
         return None
     block = whole[1]
