@@ -14,8 +14,7 @@ import pytest
 import torch
 from builtin_support import assert_compiles_for_sm90, materialize_case, run_generated
 
-from agent.providers.builtin import grouped_mm
-from agent.providers.builtin.registry import WRITERS
+from agent.providers.builtin.registry import FAMILY_OF, WRITERS
 from agent.providers.builtin.request import KernelRequest
 from evaluator.inputs import materialize
 from evaluator.naming import kernel_file_name, op_to_folder
@@ -89,7 +88,7 @@ def test_writer_declines_integer_matrices() -> None:
 def test_same_request_gives_the_same_text() -> None:
     cases = [parse_case(text) for text, _ in CASES[:2]]
     assert _write(cases) == _write(cases)
-    assert grouped_mm.FAMILY == "grouped matmul"
+    assert FAMILY_OF[OP] == "grouped matmul"
 
 
 def test_evaluator_passes_the_kernel_with_no_flags() -> None:

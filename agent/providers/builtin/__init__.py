@@ -1,4 +1,4 @@
-"""The builtin provider: a deterministic, offline Triton kernel writer (design §7, issue 4).
+"""The builtin provider: a deterministic, offline Triton kernel writer.
 
 `BuiltinProvider` answers like an LLM (a sentence and one ```python block holding the kernel
 file) for the operators its family modules cover, and says plainly, without code, when it has no

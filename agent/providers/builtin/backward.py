@@ -10,8 +10,6 @@ from __future__ import annotations
 from agent.providers.builtin.elementwise import Elementwise, Operand, writers_for
 from agent.providers.builtin.request import Writer
 
-FAMILY = "backward elementwise"
-
 
 def _backward(
     summary: str,

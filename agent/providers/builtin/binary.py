@@ -18,8 +18,6 @@ import textwrap
 from agent.providers.builtin.elementwise import Elementwise, Operand, writers_for
 from agent.providers.builtin.request import Writer
 
-FAMILY = "binary elementwise"
-
 _XY = (Operand("self", "x"), Operand("other", "y"))
 _FLOAT = "_as_float(dtype)"
 

@@ -1,4 +1,4 @@
-"""BuiltinProvider: writes Triton kernels from templates instead of asking a model (design §7).
+"""BuiltinProvider: writes Triton kernels from templates instead of asking a model.
 
 It sits behind the same `Provider` interface as the LLM providers: `complete(messages, context)`
 returns a `Completion` whose text is one sentence and one ```python block with the whole kernel

@@ -1,59 +1,58 @@
-"""Which operators the builtin provider can write: one plain dict merged from the family modules.
+"""Which operators the builtin provider can write: a static table of the family modules.
 
-`WRITERS` maps a normalized overload (`add.Tensor`) to its Writer; `FAMILIES` maps each family's
-name to the overloads it covers. Family modules each export `WRITERS` (and optionally `FAMILY`, a
-display name). The elementwise families (unary, binary, backward) always load; the others are
-imported when present, so this works while they are being written (a missing module is logged at
-debug level; a module that exists but fails to import is logged as a warning). The first family
-to claim an overload keeps it.
+`FAMILY_MODULES` maps each family's display name to its module; every family module exports
+`WRITERS` (normalized overload such as `add.Tensor` -> Writer). `WRITERS` merges them, `FAMILIES`
+maps each family to the overloads it covers and `FAMILY_OF` the other way. No two families
+write the same overload (tests/test_builtin_registry.py checks it).
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
+from types import ModuleType
 
-from agent.providers.builtin import backward, binary, unary
+from agent.providers.builtin import (
+    backward,
+    binary,
+    conv,
+    copy,
+    gather,
+    grouped_mm,
+    loss,
+    matmul,
+    movement,
+    norm,
+    norm_extra,
+    pooling,
+    reduction,
+    scan,
+    softmax,
+    unary,
+)
 from agent.providers.builtin.request import Writer
 
-log = logging.getLogger(__name__)
+FAMILY_MODULES: dict[str, ModuleType] = {
+    "unary elementwise": unary,
+    "binary elementwise": binary,
+    "backward elementwise": backward,
+    "reduction": reduction,
+    "softmax": softmax,
+    "norm": norm,
+    "matmul": matmul,
+    "copy": copy,
+    "gather": gather,
+    "movement": movement,
+    "loss": loss,
+    "pooling": pooling,
+    "scan": scan,
+    "norm_extra": norm_extra,
+    "convolution": conv,
+    "grouped matmul": grouped_mm,
+}
 
-# Optional family modules, imported if present (written separately).
-OPTIONAL_FAMILIES = (
-    "reduction", "softmax", "norm", "matmul", "copy", "gather",
-    "movement", "loss", "pooling", "scan", "norm_extra", "conv", "grouped_mm",
-)  # fmt: skip
-
-
-def _optional_modules() -> list[object]:
-    modules = []
-    for name in OPTIONAL_FAMILIES:
-        qualified = f"{__package__}.{name}"
-        try:
-            modules.append(importlib.import_module(qualified))
-        except ImportError as exc:
-            if exc.name == qualified:
-                log.debug("builtin family %s is not available", name)
-            else:
-                log.warning("builtin family %s failed to import: %s", name, exc)
-    return modules
-
-
-def _merge() -> tuple[dict[str, Writer], dict[str, list[str]]]:
-    writers: dict[str, Writer] = {}
-    families: dict[str, list[str]] = {}
-    for module in [unary, binary, backward, *_optional_modules()]:
-        family = getattr(module, "FAMILY", module.__name__.rsplit(".", 1)[-1])
-        claimed = []
-        for op, writer in getattr(module, "WRITERS", {}).items():
-            if op in writers:
-                log.debug("builtin: %s already written by another family; %s skipped", op, family)
-                continue
-            writers[op] = writer
-            claimed.append(op)
-        families[family] = sorted(claimed)
-    return writers, families
-
-
-WRITERS, FAMILIES = _merge()
+FAMILIES: dict[str, list[str]] = {
+    family: sorted(module.WRITERS) for family, module in FAMILY_MODULES.items()
+}
+WRITERS: dict[str, Writer] = {
+    op: writer for module in FAMILY_MODULES.values() for op, writer in module.WRITERS.items()
+}
 FAMILY_OF: dict[str, str] = {op: family for family, ops in FAMILIES.items() for op in ops}

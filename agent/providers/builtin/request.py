@@ -1,6 +1,6 @@
 """What a builtin writer is asked for, and the one signature every writer has.
 
-A writer turns a `KernelRequest` into the full text of a kernel file (design §4) or returns None
+A writer turns a `KernelRequest` into the full text of a kernel file or returns None
 when it cannot write this overload for these cases (e.g. complex dtypes). Writers are pure: the
 same request gives the same text, so the builtin provider is deterministic.
 """

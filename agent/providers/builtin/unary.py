@@ -1,4 +1,4 @@
-"""Unary elementwise family: activations and math functions of one tensor (issue 4).
+"""Unary elementwise family: activations and math functions of one tensor.
 
 Each entry is an `Elementwise` spec (see elementwise.py) over operand `x` = `self`; in-place
 (`relu_.default`) and out= (`exp.out`) overloads are derived from the functional ones. Ops whose
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from agent.providers.builtin.elementwise import Elementwise, Operand, writers_for
 from agent.providers.builtin.request import Writer
-
-FAMILY = "unary elementwise"
 
 _X = (Operand("self", "x"),)
 _FLOAT = "_as_float(dtype)"

@@ -1,0 +1,123 @@
+"""Source text of the real kernel modules in `kernels/`, cut and specialised for one emitted file.
+
+A kernel module is ordinary Python that ruff and an editor read. The writer copies text out of it:
+
+- `emitted(name, section, values=...)`: the text of `kernels/<name>.py` from its
+  line `# ---- emitted: SECTION ----` to the next such line or the end (trailing blank lines
+  dropped). Above the first marker: the module docstring and the imports that let a linter
+  resolve what the emitted file gets from its header, the runtime module or another section
+  emitted with it. The section is copied with
+  - each line `# inline: A, B` replaced by runtime definitions (see `runtime`), one blank line
+    pair between them;
+  - each top-level `NAME = value` whose NAME is in `values` given that value's source text
+    instead (the module holds a placeholder: the writer specialises it);
+  - `  # noqa...` comments dropped (they speak to the module's linter, not to the emitted file).
+- `definitions(name)`: each top-level function, class or assignment of `kernels/<name>.py` by
+  its name (decorators and all), and each region between `# region NAME` and `# endregion NAME`;
+- `runtime(*names)`: those of `kernels/runtime.py`, the one copy of the helpers every emitted
+  file may need, joined.
+
+Emitted files stay self-contained: they get copies of this text, never an import of atenforge.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+_SECTION = re.compile(r"^# ---- emitted: (\w+) ----\n", re.MULTILINE)
+_INLINE = re.compile(r"^# inline: (.+)$", re.MULTILINE)
+_NOQA = re.compile(r"  # noqa\b.*$", re.MULTILINE)
+
+
+@functools.cache
+def _text(name: str) -> str:
+    return (KERNELS_DIR / f"{name}.py").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _sections(name: str) -> dict[str, str]:
+    text = _text(name)
+    marks = list(_SECTION.finditer(text))
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    return {
+        m.group(1): text[m.end() : end].rstrip("\n") + "\n"
+        for m, end in zip(marks, ends, strict=True)
+    }
+
+
+@functools.cache
+def definitions(name: str) -> dict[str, str]:
+    """Name -> source text of each top-level definition and region of kernels/<name>.py."""
+    text = _text(name)
+    lines = text.splitlines(keepends=True)
+    parts: dict[str, str] = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+        else:
+            continue
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        for name in names:
+            parts[name] = "".join(lines[first - 1 : node.end_lineno]).rstrip("\n")
+    for match in re.finditer(
+        r"^# region (\w+)\n(.*?)^# endregion \1\n", text, re.MULTILINE | re.DOTALL
+    ):
+        parts[match.group(1)] = match.group(2).rstrip("\n")
+    return parts
+
+
+def runtime(*names: str) -> str:
+    """The runtime definitions `names`, in that order, separated by two blank lines."""
+    parts = definitions("runtime")
+    missing = [n for n in names if n not in parts]
+    if missing:
+        raise KeyError(f"kernels/runtime.py defines no {', '.join(missing)}")
+    return "\n\n\n".join(parts[n] for n in names)
+
+
+def _set_values(text: str, values: dict[str, str]) -> str:
+    """Replace the value of each top-level single-line `NAME = value` named in `values`."""
+    lines = text.splitlines(keepends=True)
+    seen = set()
+    for node in ast.parse(text).body:
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in values
+        ):
+            continue
+        value = node.value
+        if value.lineno != value.end_lineno:
+            raise ValueError(f"placeholder {node.targets[0].id} must fit on one line")
+        raw = lines[value.lineno - 1].encode()
+        new = values[node.targets[0].id].encode()
+        lines[value.lineno - 1] = (
+            raw[: value.col_offset] + new + raw[value.end_col_offset :]
+        ).decode()
+        seen.add(node.targets[0].id)
+    if missing := set(values) - seen:
+        raise KeyError(f"no top-level placeholder {', '.join(sorted(missing))}")
+    return "".join(lines)
+
+
+def emitted(
+    name: str,
+    section: str,
+    values: dict[str, str] | None = None,
+) -> str:
+    """Section `section` of kernels/<name>.py, specialised (see the module docstring)."""
+    sections = _sections(name)
+    if section not in sections:
+        raise KeyError(f"kernels/{name}.py has no line '# ---- emitted: {section} ----'")
+    text = _NOQA.sub("", sections[section])
+    if values:
+        text = _set_values(text, values)
+    return _INLINE.sub(lambda m: runtime(*(n.strip() for n in m.group(1).split(","))), text)
