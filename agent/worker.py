@@ -265,8 +265,10 @@ class Worker:
         )
         epoch = task.health.epoch()
         completion, error = self._call_provider(messages, context, round_)
-        if completion is not None and not self._serverless:
-            task.health.succeeded()
+        if completion is not None:
+            if not self._serverless:
+                task.health.succeeded()
+            rl.write_text(path, "response.md", completion.text)
             meta.update(
                 model=completion.model or task.provider.model,
                 input_tokens=completion.input_tokens,
@@ -279,7 +281,6 @@ class Worker:
             )
             if completion.request:
                 meta["request"] = completion.request
-            rl.write_text(path, "response.md", completion.text)
 
         if error is not None:
             if not self._serverless:

@@ -7,6 +7,7 @@ trace named once, console labels that show skipped cases and tolerances, one bui
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -237,6 +238,10 @@ def test_builtin_provider_runs_one_worker_per_operator_and_says_so_once(tmp_path
     (run_dir,) = (tmp_path / "logs").iterdir()
     assert [p.name for p in (run_dir / "ops" / "relu__default").glob("worker_*")] == ["worker_1"]
     assert "kept" in out and (tmp_path / "kernels/relu__default").is_dir()
+    # a provider with no server still leaves its answer and its model in the round folder
+    round_1 = run_dir / "ops" / "relu__default" / "worker_1" / "round_1"
+    assert "```python" in (round_1 / "response.md").read_text()
+    assert json.loads((round_1 / "meta.json").read_text())["model"]
 
 
 def _trace_with_unknown_ops(tmp_path: Path) -> Path:

@@ -267,7 +267,7 @@ def test_a_server_that_dies_stops_the_run_with_exit_3_and_resume_finishes_it(
     run = json.loads((folder / "run.json").read_text())
     assert run["outcomes"]["add.Tensor"] == "provider_stopped"
     assert "did not come back within 0.5 s" in run["provider_stop"]
-    results = json.loads((folder / "full_results.json").read_text())
+    results = json.loads((folder / "atenforge_results.json").read_text())
     assert {o["op"]: o["status"] for o in results["operators"]} == {
         "relu.default": "passed",
         "add.Tensor": "missing",
@@ -281,5 +281,5 @@ def test_a_server_that_dies_stops_the_run_with_exit_3_and_resume_finishes_it(
     resumed = api.requests[seen:]
     assert len(resumed) == 1 and "add.Tensor" in json.dumps(resumed[0]["json"])
     assert decision(folder, "add__Tensor")["status"] == "kept"
-    results = json.loads((folder / "full_results.json").read_text())
+    results = json.loads((folder / "atenforge_results.json").read_text())
     assert {o["status"] for o in results["operators"]} == {"passed"}
