@@ -185,7 +185,11 @@ class Generator:
         self.device = device
         self.kernels_dir = kernels_dir
         self.stop = stop
-        self.judge_slots = threading.BoundedSemaphore(cfg.eval.sandbox.num_parallel)
+        # Judge pool scale-out: candidates in flight = every judge's slots (evaluator.judge_pool).
+        from evaluator.judge_pool import judge_capacity
+
+        self.judge_capacity = judge_capacity(cfg.eval, device)
+        self.judge_slots = threading.BoundedSemaphore(self.judge_capacity)
         self._tasks: list[OpTask] = []
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
@@ -227,7 +231,7 @@ class Generator:
 
         threads = [
             threading.Thread(target=op_loop, name=f"atenforge-op-{i}", daemon=True)
-            for i in range(min(self.cfg.agent.parallel_ops, len(pending)))
+            for i in range(min(self._operators_in_flight(), len(pending)))
         ]
         for t in threads:
             t.start()
@@ -249,6 +253,12 @@ class Generator:
                 status = INTERRUPTED if self.stop.is_set() else BUDGET_STOPPED
                 outcomes[oc.op] = OpOutcome(oc.op, status, reason="not started")
         return [outcomes[oc.op] for oc in ops]
+
+    def _operators_in_flight(self) -> int:
+        from agent.parallelism import operators_in_flight
+
+        workers = workers_per_operator(self.provider, self.cfg.agent.num_workers)
+        return operators_in_flight(self.cfg.agent.parallel_ops, self.judge_capacity, workers)
 
     def _join_abandoned_calls(self) -> None:
         """Give abandoned provider calls a moment to return; they are daemons if they do not."""

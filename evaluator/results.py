@@ -131,6 +131,7 @@ class OperatorResult:
     results: list[TestResult] = field(default_factory=list)
     wall_s: float | None = None
     phases_s: dict[str, float] = field(default_factory=dict)  # sandbox phases, for cost analysis
+    judged_on: str | None = None  # the judge that gave the verdict: cuda:1, cpu:0, ray:HOST/cuda:0
 
     @property
     def pass_rate(self) -> float:
