@@ -227,7 +227,8 @@ def make_ray_judges(config: EvalConfig, device: str) -> list[RayJudge]:
     seen: dict[str, int] = {}
     judges = []
     for actor, label in zip(actors, labels, strict=True):
-        seen[label] = seen.get(label, 0) + 1
-        name = label if seen[label] == 1 else f"{label}#{seen[label]}"
+        # CPU judges of one node are numbered (cpu:0, cpu:1); a GPU label is unique already.
+        n = seen[label] = seen.get(label, -1) + 1
+        name = f"{label}:{n}" if device == "cpu" else label if n == 0 else f"{label}#{n}"
         judges.append(RayJudge(actor, name, slots))
     return judges
