@@ -70,6 +70,7 @@ class Parts:
     evaluate: Callable[..., Any] | None = None  # evaluator.evaluate.evaluate
     resolve_device: Callable[[str], str] | None = None  # evaluator.evaluate.resolve_device
     close_sandboxes: Callable[[], None] | None = None  # evaluator.evaluate.close_sandboxes
+    judge_stats: Callable[[], list[dict[str, Any]]] | None = None  # evaluator.evaluate.judge_stats
     select: Callable[..., Any] | None = None  # evaluator.suites.select_operators
     extract: Callable[[str, str], str] | None = None  # agent.extract.extract_candidate
     extract_error: type[Exception] | None = None  # agent.extract.ExtractError
@@ -91,6 +92,7 @@ class Parts:
             p.evaluate = p.evaluate or ev.evaluate
             p.resolve_device = p.resolve_device or ev.resolve_device
             p.close_sandboxes = p.close_sandboxes or ev.close_sandboxes
+            p.judge_stats = p.judge_stats or ev.judge_stats
         if p.select is None:
             from evaluator.suites import select_operators
 

@@ -61,6 +61,12 @@ def close_sandboxes() -> None:
         _SANDBOXES.clear()
 
 
+def judge_stats() -> list[dict]:
+    """Every shared judge pool's throughput so far (JudgePool.summary), for run.json."""
+    with _SANDBOX_LOCK:
+        return [box.summary() for box in _SANDBOXES.values()]
+
+
 atexit.register(close_sandboxes)  # no fork server or scratch folder outlives the process
 
 

@@ -190,10 +190,13 @@ class JudgeSlot:
     verdicts: int = 0
     busy_s: float = 0.0  # sum over candidates of seconds in this judge
     lost: str | None = None
-    _since: dict[int, float] = field(default_factory=dict)
+    starts: list[float] = field(default_factory=list)  # when each candidate in flight began
 
     def load(self) -> float:
         return self.busy / max(1, self.judge.slots)
+
+    def in_flight_s(self, now: float) -> float:
+        return sum(now - t for t in self.starts)
 
 
 class JudgePool:
@@ -218,7 +221,7 @@ class JudgePool:
     def live(self) -> list[JudgeSlot]:
         return [s for s in self.slots if s.lost is None]
 
-    def _take(self, avoid: JudgeSlot | None) -> JudgeSlot | None:
+    def _take(self, avoid: JudgeSlot | None) -> tuple[JudgeSlot, float] | None:
         with self._lock:
             live = [s for s in self.slots if s.lost is None]
             if not live:
@@ -226,12 +229,15 @@ class JudgePool:
             others = [s for s in live if s is not avoid] or live
             slot = min(others, key=lambda s: (s.load(), s.verdicts + s.busy))
             slot.busy += 1
-            return slot
+            started = time.monotonic()
+            slot.starts.append(started)
+            return slot, started
 
-    def _give_back(self, slot: JudgeSlot, seconds: float, *, verdict: bool) -> None:
+    def _give_back(self, slot: JudgeSlot, started: float, *, verdict: bool) -> None:
         with self._lock:
             slot.busy -= 1
-            slot.busy_s += seconds
+            slot.starts.remove(started)
+            slot.busy_s += time.monotonic() - started
             slot.verdicts += verdict
 
     def judge(
@@ -247,11 +253,11 @@ class JudgePool:
         losses: list[str] = []
         last: JudgeSlot | None = None
         while len(losses) < 2:
-            slot = self._take(last)
-            if slot is None:
+            taken = self._take(last)
+            if taken is None:
                 losses.append("no judge is left in the pool")
                 break
-            started = time.monotonic()
+            slot, started = taken
             try:
                 result = slot.judge.judge(
                     Path(kernel_file),
@@ -262,7 +268,7 @@ class JudgePool:
                     keep_job_dir=keep_job_dir,
                 )
             except JudgeLost as lost:
-                self._give_back(slot, time.monotonic() - started, verdict=False)
+                self._give_back(slot, started, verdict=False)
                 losses.append(lost.reason)
                 log.warning("judge %s lost a candidate of %s: %s", slot.judge.label, op, lost)
                 if lost.gone:
@@ -271,7 +277,7 @@ class JudgePool:
                 if cancel is not None and cancel.is_set():
                     break
                 continue
-            self._give_back(slot, time.monotonic() - started, verdict=True)
+            self._give_back(slot, started, verdict=True)
             result.judged_on = slot.judge.label
             if losses:
                 result.phases_s["judge_retries"] = float(len(losses))
@@ -285,8 +291,10 @@ class JudgePool:
                 log.warning("judge %s left the pool: %s", slot.judge.label, reason)
 
     def stats(self) -> list[dict[str, Any]]:
-        """Per judge: label, busy, verdicts, utilisation (busy time / pool lifetime), lost."""
-        elapsed = max(1e-9, time.monotonic() - self.started_at)
+        """Per judge: label, busy, slots, verdicts, verdicts per minute, utilisation (seconds
+        spent judging / (pool lifetime x slots), candidates still in flight counted so far), lost."""
+        now = time.monotonic()
+        elapsed = max(1e-9, now - self.started_at)
         with self._lock:
             return [
                 {
@@ -294,11 +302,30 @@ class JudgePool:
                     "busy": s.busy,
                     "slots": s.judge.slots,
                     "verdicts": s.verdicts,
-                    "utilisation": round(min(1.0, s.busy_s / (elapsed * s.judge.slots)), 3),
+                    "verdicts_per_min": round(60 * s.verdicts / elapsed, 2),
+                    "utilisation": round(
+                        min(1.0, (s.busy_s + s.in_flight_s(now)) / (elapsed * s.judge.slots)), 3
+                    ),
                     "lost": s.lost,
                 }
                 for s in self.slots
             ]
+
+    def summary(self) -> dict[str, Any]:
+        """The pool's throughput since it started: what run.json records under "judges"."""
+        judges = self.stats()
+        elapsed = time.monotonic() - self.started_at
+        verdicts = sum(j["verdicts"] for j in judges)
+        return {
+            "executor": self.executor,
+            "device": self.device,
+            "num_judges": len(judges),
+            "verdicts": verdicts,
+            "elapsed_s": round(elapsed, 3),
+            "verdicts_per_min": round(60 * verdicts / max(1e-9, elapsed), 2),
+            "utilisation": round(sum(j["utilisation"] for j in judges) / max(1, len(judges)), 3),
+            "judges": judges,
+        }
 
     def close(self) -> None:
         for s in self.slots:

@@ -121,6 +121,22 @@ def test_candidates_go_to_the_least_loaded_judge(tmp_path: Path) -> None:
     assert pool.capacity == 3
 
 
+def test_live_table_shows_each_judge_busy_or_idle_with_its_rate() -> None:
+    from rich.console import Console
+
+    from agent.live import RunView
+
+    pool = JudgePool([_Fake("cpu:0"), _Fake("cpu:1")], device="cpu")
+    pool.slots[0].busy, pool.slots[1].verdicts = 1, 3
+    pool.slots[1].lost = "the actor died"
+    view = RunView(Console(record=True, width=200), live=False)
+    view.judge_stats = lambda: [pool.summary()]
+    view.start(["relu.default"], 1)
+    view.console.print(view.table())
+    text = view.console.export_text()
+    assert "judges: cpu:0 busy 1/1 0 (0/min) · cpu:1 lost 3 (" in text
+
+
 def test_parallel_ops_auto_fills_the_judges() -> None:
     assert operators_in_flight(3, 8, 4) == 3
     assert operators_in_flight("auto", 8, 4) == 4  # 16 workers in flight for 8 judge slots
@@ -211,15 +227,27 @@ def _smoke_run(tmp_path: Path, name: str, *flags: str) -> tuple[dict, dict, dict
         for o in full["operators"]
     }
     judged = {o["op"]: o["judged_on"] for o in full["operators"]}
+    judged["run.json"] = json.loads((run_dir / "run.json").read_text())
     files = {p.parent.name: p.read_text() for p in kernels.glob("*/*.py")}
     return verdicts, files, judged
 
 
 @pytest.mark.slow
-def test_two_cpu_judges_give_the_same_verdicts_and_kernels_as_one(tmp_path: Path) -> None:
+def test_two_cpu_judges_give_the_same_verdicts_and_kernels_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     one, one_files, one_judged = _smoke_run(tmp_path, "one", "--devices", "1")
     two, two_files, two_judged = _smoke_run(tmp_path, "two", "--devices", "2")
     assert len(one) == 8 and one == two
     assert one_files == two_files
+    run_json = two_judged.pop("run.json")
+    one_judged.pop("run.json")
     assert set(one_judged.values()) == {"cpu:0"}
     assert set(two_judged.values()) == {"cpu:0", "cpu:1"}
+    # run.json records the pool's throughput: 8 generation verdicts + 8 evaluation verdicts.
+    (pool,) = run_json["judges"]
+    assert (pool["num_judges"], pool["executor"], pool["verdicts"]) == (2, "local", 16)
+    assert pool["verdicts_per_min"] > 0 and 0 < pool["utilisation"] <= 1
+    assert sum(j["verdicts"] for j in pool["judges"]) == 16
+    assert all(j["verdicts"] > 0 for j in pool["judges"])
+    assert "judges: 2 (local cpu), 16 verdicts" in capsys.readouterr().out
