@@ -28,8 +28,14 @@ OPS = ["add.Tensor", "relu.default", "gelu.default", "_softmax.default", "mm.def
 def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
-    close_sandboxes()
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def fresh_pools():
+    # An actor holds one of the 2 CPUs until its pool closes: the next test needs them free.
+    yield
+    close_sandboxes()
 
 
 def test_ray_judges_give_the_same_verdicts_and_kernels_as_local_ones(tmp_path: Path) -> None:
@@ -39,6 +45,7 @@ def test_ray_judges_give_the_same_verdicts_and_kernels_as_local_ones(tmp_path: P
     )
     assert len(local) == 8 and remote == local
     assert remote_files == local_files
+    assert judged.pop("run.json")["judges"][0]["executor"] == "ray"
     node = next(iter(judged.values())).split("/")[0]
     assert node.startswith("ray:")
     assert set(judged.values()) == {f"{node}/cpu:0", f"{node}/cpu:1"}
@@ -77,3 +84,41 @@ def test_a_killed_judge_actor_costs_no_operator(tmp_path: Path) -> None:
     assert [s["judge"] for s in lost] == [busy.judge.label]
     assert pool.capacity == 2
     assert got["mul.Tensor"].status == Status.REJECTED  # a cheat is caught on an actor too
+
+
+def test_a_cancel_on_the_driver_kills_the_candidate_on_its_actor(tmp_path: Path) -> None:
+    from test_judge_pool import CASES, SLOW_RELU, _kernel
+
+    cfg = EvalConfig(devices="1", executor="ray")
+    pool = shared_sandbox(cfg, "cpu")
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    started = time.monotonic()
+    slow = _kernel(tmp_path, SLOW_RELU.replace("sleep(4)", "sleep(60)"), "slow")
+    result = pool.judge(slow, "relu.default", CASES, cancel=cancel)
+    assert time.monotonic() - started < 30
+    assert result.status == Status.ERROR and result.reason.startswith("cancelled")
+
+
+def test_resume_after_a_driver_crash_judges_on_ray_again(tmp_path: Path) -> None:
+    from agent.run import main
+
+    logs, kernels = tmp_path / "logs", tmp_path / "kernels"
+    argv = ["--generate-only", "--provider", "builtin", "--suite", "smoke", "--ops", "relu,add",
+            "--device", "cpu", "--executor", "ray", "--devices", "2", "--log-dir", str(logs),
+            "--kernels-dir", str(kernels), "-q"]  # fmt: skip
+    assert main(argv) == 0
+    (run_dir,) = logs.iterdir()
+    # The driver "crashed" while relu's round was judged: no meta.json, no decision, no kernel.
+    relu = run_dir / "ops" / "relu__default"
+    (relu / "decision.json").unlink()
+    (relu / "worker_1" / "round_1" / "meta.json").unlink()
+    (relu / "worker_1" / "round_1" / "verdict.json").unlink()
+    for path in (kernels / "relu__default").glob("*.py"):
+        path.unlink()
+    assert main(["--resume", str(run_dir), "-q"]) == 0
+    decision = json.loads((relu / "decision.json").read_text())
+    assert decision["status"] == "kept"
+    verdict = json.loads((relu / "worker_1" / "round_1" / "verdict.json").read_text())
+    assert verdict["judged_on"].startswith("ray:")
+    assert json.loads((run_dir / "run.json").read_text())["judges"][0]["executor"] == "ray"
