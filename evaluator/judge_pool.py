@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
+SERVER_EXIT_WAIT_S = 1.0  # how long a crashed verdict waits to see whether its fork server died
 
 
 class JudgeLost(Exception):
@@ -135,13 +137,25 @@ class LocalJudge:
     def _server(self) -> Any:
         return getattr(self.box, "_server", None)
 
-    def _server_died(self, before: Any) -> bool:
+    def _server_died(self, before: Any, result: OperatorResult) -> bool:
         # The fork server only exits when closed: found dead (or already replaced by a candidate
         # that started after its death), it died while this candidate was in it.
         after = self._server()
-        if before is not None and (after is not before or not before.alive()):
+        if before is not None and after is not before:
             return True
-        return after is not None and not after.alive()
+        crashed = any(str(f).startswith(Flag.CRASHED) for f in result.flags)
+        for server in {id(s): s for s in (before, after) if s is not None}.values():
+            if not server.alive():
+                return True
+            if crashed:
+                # Its pipe closes a moment before the process can be reaped: a verdict that says
+                # "killed" waits that moment before believing the server is alive.
+                try:
+                    server.proc.wait(timeout=SERVER_EXIT_WAIT_S)
+                    return True
+                except subprocess.TimeoutExpired:
+                    pass
+        return False
 
     def judge(
         self,
@@ -169,7 +183,7 @@ class LocalJudge:
             raise JudgeLost(f"{self.label}: {exc}", gone=True) from exc
         except Exception as exc:  # a fork server that stopped answering
             raise JudgeLost(f"{self.label}: {type(exc).__name__}: {exc}") from exc
-        if self._server_died(before):
+        if self._server_died(before, result):
             self.restarts += 1  # Sandbox starts a new fork server for the next candidate
             raise JudgeLost(f"the fork server of judge {self.label} died while judging")
         return result

@@ -145,6 +145,17 @@ def test_parallel_ops_auto_fills_the_judges() -> None:
     assert operators_in_flight("auto", 1000, 1) == 64
 
 
+def first_busy(pool: JudgePool, timeout_s: float):
+    """The first judge seen with a candidate in flight."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        busy = next((s for s in pool.slots if s.busy), None)
+        if busy is not None:
+            return busy
+        time.sleep(0.02)
+    raise AssertionError(f"no judge became busy within {timeout_s} s")
+
+
 @pytest.fixture(scope="module")
 def cpu_pool():
     cfg = EvalConfig(devices="2")
@@ -167,12 +178,7 @@ def test_a_killed_fork_server_costs_no_verdict(cpu_pool: JudgePool, tmp_path: Pa
         target=lambda: box.update(r=cpu_pool.judge(slow, "relu.default", CASES))
     )
     thread.start()
-    deadline = time.monotonic() + 30
-    busy = None
-    while busy is None and time.monotonic() < deadline:
-        busy = next((s for s in cpu_pool.slots if s.busy), None)
-        time.sleep(0.05)
-    assert busy is not None
+    busy = first_busy(cpu_pool, timeout_s=30)
     time.sleep(1.5)  # the candidate's child is asleep inside the fork server's child
     os.kill(busy.judge.server_pid(), signal.SIGKILL)
     thread.join(timeout=60)

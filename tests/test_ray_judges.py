@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
-from test_judge_pool import _smoke_run
+from test_judge_pool import _smoke_run, first_busy
 
 from evaluator.config import EvalConfig
 from evaluator.evaluate import close_sandboxes, evaluate, shared_sandbox
@@ -65,12 +65,7 @@ def test_a_killed_judge_actor_costs_no_operator(tmp_path: Path) -> None:
 
     thread = threading.Thread(target=run)
     thread.start()
-    deadline = time.monotonic() + 120
-    busy = None
-    while busy is None and time.monotonic() < deadline:
-        busy = next((s for s in pool.slots if s.busy), None)
-        time.sleep(0.02)
-    assert busy is not None
+    busy = first_busy(pool, timeout_s=120)
     ray.kill(busy.judge.actor)
     thread.join(timeout=300)
     report = box["report"]
@@ -100,14 +95,16 @@ def test_a_cancel_on_the_driver_kills_the_candidate_on_its_actor(tmp_path: Path)
     assert result.status == Status.ERROR and result.reason.startswith("cancelled")
 
 
-def test_resume_after_a_driver_crash_judges_on_ray_again(tmp_path: Path) -> None:
+def test_resume_after_a_driver_crash_judges_on_ray_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agent.run import main
 
     logs, kernels = tmp_path / "logs", tmp_path / "kernels"
     argv = ["--generate-only", "--provider", "builtin", "--suite", "smoke", "--ops", "relu,add",
             "--device", "cpu", "--executor", "ray", "--devices", "2", "--log-dir", str(logs),
             "--kernels-dir", str(kernels), "-q"]  # fmt: skip
-    assert main(argv) == 0
+    assert main(argv) == 0, capsys.readouterr().err
     (run_dir,) = logs.iterdir()
     # The driver "crashed" while relu's round was judged: no meta.json, no decision, no kernel.
     relu = run_dir / "ops" / "relu__default"
@@ -116,9 +113,10 @@ def test_resume_after_a_driver_crash_judges_on_ray_again(tmp_path: Path) -> None
     (relu / "worker_1" / "round_1" / "verdict.json").unlink()
     for path in (kernels / "relu__default").glob("*.py"):
         path.unlink()
-    assert main(["--resume", str(run_dir), "-q"]) == 0
+    assert main(["--resume", str(run_dir), "-q"]) == 0, capsys.readouterr().err
     decision = json.loads((relu / "decision.json").read_text())
     assert decision["status"] == "kept"
-    verdict = json.loads((relu / "worker_1" / "round_1" / "verdict.json").read_text())
+    kept_round = relu / "worker_1" / f"round_{decision['round']}"
+    verdict = json.loads((kept_round / "verdict.json").read_text())
     assert verdict["judged_on"].startswith("ray:")
     assert json.loads((run_dir / "run.json").read_text())["judges"][0]["executor"] == "ray"
