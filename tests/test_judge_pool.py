@@ -257,3 +257,18 @@ def test_two_cpu_judges_give_the_same_verdicts_and_kernels_as_one(
     assert sum(j["verdicts"] for j in pool["judges"]) == 16
     assert all(j["verdicts"] > 0 for j in pool["judges"])
     assert "judges: 2 (local cpu), 16 verdicts" in capsys.readouterr().out
+
+
+def test_flags_set_the_pool_and_bad_values_are_one_line_errors() -> None:
+    from agent.run import make_request
+
+    _, request = make_request(
+        ["--devices", "0,2", "--executor", "ray", "--ray-address", "auto", "--parallel-ops", "auto"]
+    )
+    cfg = request.cfg
+    assert (cfg.eval.devices, cfg.eval.executor, cfg.eval.ray_address) == ("0,2", "ray", "auto")
+    assert cfg.agent.parallel_ops == "auto"
+    with pytest.raises(UsageError, match="eval.devices"):
+        make_request(["--devices", "two"])
+    with pytest.raises(UsageError, match="parallel-ops"):
+        make_request(["--parallel-ops", "many"])

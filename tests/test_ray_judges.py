@@ -102,15 +102,17 @@ def test_resume_after_a_driver_crash_judges_on_ray_again(
 
     logs, kernels = tmp_path / "logs", tmp_path / "kernels"
     argv = ["--generate-only", "--provider", "builtin", "--suite", "smoke", "--ops", "relu,add",
-            "--device", "cpu", "--executor", "ray", "--devices", "2", "--log-dir", str(logs),
+            "--device", "cpu", "--executor", "ray", "--devices", "2", "--parallel-ops", "1",
+            "--log-dir", str(logs),
             "--kernels-dir", str(kernels), "-q"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     (run_dir,) = logs.iterdir()
     # The driver "crashed" while relu's round was judged: no meta.json, no decision, no kernel.
     relu = run_dir / "ops" / "relu__default"
+    kept = relu / "worker_1" / f"round_{json.loads((relu / 'decision.json').read_text())['round']}"
     (relu / "decision.json").unlink()
-    (relu / "worker_1" / "round_1" / "meta.json").unlink()
-    (relu / "worker_1" / "round_1" / "verdict.json").unlink()
+    (kept / "meta.json").unlink()
+    (kept / "verdict.json").unlink()
     for path in (kernels / "relu__default").glob("*.py"):
         path.unlink()
     assert main(["--resume", str(run_dir), "-q"]) == 0, capsys.readouterr().err
