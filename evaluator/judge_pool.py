@@ -15,8 +15,10 @@ Contract:
 - Faults: a judge whose fork server (or actor) died while judging a candidate gives no verdict on
   it: the candidate is judged once more on another judge, and a second loss is an `error` verdict
   that says so. A judge that cannot be restarted leaves the pool; the run goes on with the rest.
-  Every candidate in flight on a judge that dies is retried, not only the one that killed it: a
-  kernel that kills its judge is judged twice and then is an `error`, never a pass.
+  Every candidate in flight on a judge that dies is retried, not only the one that killed it, and
+  the retry runs alone on its judge (reserved, no other candidate beside it): a kernel that kills
+  its judge is judged twice and then is an `error`, never a pass, and cannot cost a candidate
+  that shared its judge more than the first attempt.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
+POLL_S = 0.05  # how often a candidate waiting for a judge looks at its cancel event
 SERVER_EXIT_WAIT_S = 1.0  # how long a crashed verdict waits to see whether its fork server died
 
 
@@ -204,6 +207,7 @@ class JudgeSlot:
     verdicts: int = 0
     busy_s: float = 0.0  # sum over candidates of seconds in this judge
     lost: str | None = None
+    reserved: bool = False  # held for a retry that runs alone: no new candidate goes here
     starts: list[float] = field(default_factory=list)  # when each candidate in flight began
 
     def load(self) -> float:
@@ -235,24 +239,55 @@ class JudgePool:
     def live(self) -> list[JudgeSlot]:
         return [s for s in self.slots if s.lost is None]
 
-    def _take(self, avoid: JudgeSlot | None) -> tuple[JudgeSlot, float] | None:
-        with self._lock:
-            live = [s for s in self.slots if s.lost is None]
-            if not live:
-                return None
-            others = [s for s in live if s is not avoid] or live
-            slot = min(others, key=lambda s: (s.load(), s.verdicts + s.busy))
-            slot.busy += 1
-            started = time.monotonic()
-            slot.starts.append(started)
-            return slot, started
+    def _take(
+        self, avoid: JudgeSlot | None, *, alone: bool, cancel: threading.Event | None
+    ) -> tuple[JudgeSlot, float] | str:
+        """A judge for one candidate, or why there is none ("lost", "cancelled").
 
-    def _give_back(self, slot: JudgeSlot, started: float, *, verdict: bool) -> None:
-        with self._lock:
+        `alone`: the judge is reserved (no new candidate goes to it) and handed over once its
+        candidates in flight have ended, so nothing else runs beside this one."""
+        with self._free:
+            mine: JudgeSlot | None = None
+            while True:
+                if cancel is not None and cancel.is_set():
+                    if mine is not None:
+                        mine.reserved = False
+                        self._free.notify_all()
+                    return "cancelled"
+                live = [s for s in self.slots if s.lost is None]
+                if not live:
+                    return "lost"
+                if mine is not None and mine.lost is not None:
+                    mine.reserved, mine = False, None
+                if mine is None:
+                    open_ = [s for s in live if not s.reserved]
+                    others = [s for s in open_ if s is not avoid] or open_
+                    if others:
+                        chosen = min(others, key=lambda s: (s.load(), s.verdicts + s.busy))
+                        if alone:
+                            mine = chosen
+                            mine.reserved = True
+                        else:
+                            return self._start(chosen)
+                if mine is not None and mine.busy == 0:
+                    return self._start(mine)
+                self._free.wait(timeout=POLL_S)
+
+    def _start(self, slot: JudgeSlot) -> tuple[JudgeSlot, float]:
+        slot.busy += 1
+        started = time.monotonic()
+        slot.starts.append(started)
+        return slot, started
+
+    def _give_back(self, slot: JudgeSlot, started: float, *, verdict: bool, alone: bool) -> None:
+        with self._free:
             slot.busy -= 1
+            if alone:
+                slot.reserved = False  # the reservation ends with the candidate that held it
             slot.starts.remove(started)
             slot.busy_s += time.monotonic() - started
             slot.verdicts += verdict
+            self._free.notify_all()
 
     def judge(
         self,
@@ -267,8 +302,13 @@ class JudgePool:
         losses: list[str] = []
         last: JudgeSlot | None = None
         while len(losses) < 2:
-            taken = self._take(last)
-            if taken is None:
+            # A retry runs alone on its judge: a kernel that kills its judge beside it cannot
+            # cost it a second attempt.
+            alone = bool(losses)
+            taken = self._take(last, alone=alone, cancel=cancel)
+            if taken == "cancelled":
+                return _cancelled_verdict(Path(kernel_file), op, cases)
+            if taken == "lost":
                 losses.append("no judge is left in the pool")
                 break
             slot, started = taken
@@ -282,7 +322,7 @@ class JudgePool:
                     keep_job_dir=keep_job_dir,
                 )
             except JudgeLost as lost:
-                self._give_back(slot, started, verdict=False)
+                self._give_back(slot, started, verdict=False, alone=alone)
                 losses.append(lost.reason)
                 log.warning("judge %s lost a candidate of %s: %s", slot.judge.label, op, lost)
                 if lost.gone:
@@ -291,7 +331,7 @@ class JudgePool:
                 if cancel is not None and cancel.is_set():
                     break
                 continue
-            self._give_back(slot, started, verdict=True)
+            self._give_back(slot, started, verdict=True, alone=alone)
             result.judged_on = slot.judge.label
             if losses:
                 result.phases_s["judge_retries"] = float(len(losses))
@@ -347,6 +387,18 @@ class JudgePool:
                 s.judge.close()
             except Exception:  # noqa: BLE001 - closing one judge must not keep the others open
                 log.debug("closing judge %s failed", s.judge.label, exc_info=True)
+
+
+def _cancelled_verdict(kernel_file: Path, op: str, cases: list[TestCase]) -> OperatorResult:
+    result = OperatorResult(
+        op=op,
+        folder=op_to_folder(op),
+        status=Status.ERROR,
+        kernel_file=str(kernel_file),
+        reason="cancelled: another candidate won or the run stopped",
+    )
+    result.tests = len(cases)
+    return result
 
 
 def _lost_verdict(

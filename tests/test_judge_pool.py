@@ -205,6 +205,32 @@ def test_a_kernel_that_kills_its_judge_is_an_error_never_a_pass(
     assert cpu_pool.judge(honest, "relu.default", CASES).status == Status.PASSED
 
 
+@pytest.mark.slow
+def test_a_judge_killer_beside_an_honest_kernel_costs_it_no_verdict(tmp_path: Path) -> None:
+    # One judge, two slots: both candidates share it, so the killer takes the honest one's first
+    # attempt with it; the retries run one at a time, alone.
+    cfg = EvalConfig(devices="1")
+    cfg.sandbox.test_timeout_s = 30
+    pool = make_pool(cfg, "cpu")
+    try:
+        slow = _kernel(tmp_path, SLOW_RELU, "slow")
+        killer = _kernel(tmp_path, "import time\ntime.sleep(1.5)\n" + KILLS_ITS_JUDGE, "killer")
+        box: dict = {}
+        thread = threading.Thread(
+            target=lambda: box.update(honest=pool.judge(slow, "relu.default", CASES))
+        )
+        thread.start()
+        first_busy(pool, timeout_s=30)
+        bad = pool.judge(killer, "relu.default", CASES)
+        thread.join(timeout=120)
+        assert bad.status == Status.ERROR and "lost twice" in bad.reason
+        honest = box["honest"]
+        assert honest.status == Status.PASSED, honest.reason
+        assert honest.phases_s["judge_retries"] == 1.0
+    finally:
+        pool.close()
+
+
 def _smoke_run(tmp_path: Path, name: str, *flags: str) -> tuple[dict, dict, dict]:
     logs, kernels = tmp_path / f"logs_{name}", tmp_path / f"kernels_{name}"
     code = main(
