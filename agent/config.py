@@ -114,7 +114,10 @@ class AgentConfig(_Model):
         4, ge=1, le=64, description="workers per operator, each its own conversation"
     )
     max_rounds: int = Field(5, ge=1, le=100, description="generate/test rounds per worker")
-    parallel_ops: int = Field(2, ge=1, le=64, description="operators in flight at once")
+    parallel_ops: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = Field(
+        2,
+        description="operators in flight at once; auto = enough to keep every judge busy",
+    )
     max_cost_usd: float | None = Field(
         None, ge=0, description="stop new calls once the estimated cost reaches this"
     )

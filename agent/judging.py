@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evaluator.config import EvalConfig
-from evaluator.evaluate import close_sandboxes, evaluate, judge_candidate, resolve_device
+from evaluator.evaluate import (
+    close_sandboxes,
+    evaluate,
+    judge_candidate,
+    judge_stats,
+    resolve_device,
+)
+from evaluator.judge_pool import judge_capacity
 from evaluator.results import OperatorResult
 from evaluator.suites import Selection, select_operators
 from evaluator.testcase import TestCase
@@ -72,3 +79,7 @@ class LocalEvaluator:
     resolve_device = staticmethod(resolve_device)
     close = staticmethod(close_sandboxes)
     select = staticmethod(select_operators)
+    judge_stats = staticmethod(judge_stats)
+
+
+__all__ = ["Evaluator", "LocalEvaluator", "judge_capacity"]

@@ -77,6 +77,7 @@ class RunView:
         self._lock = threading.Lock()
         self._live: Live | None = None
         self._num_workers = 0
+        self.judge_stats: Any = None  # () -> evaluator.evaluate.judge_stats(), for the caption
 
     # ------------------------------------------------------------------ lines
 
@@ -141,6 +142,10 @@ class RunView:
                 _cost_text(r.cost_usd, r.cost_known) if r.tokens else "",
                 r.elapsed(),
             )
+        if self.judge_stats is not None:
+            from agent.judges_view import judges_caption
+
+            table.caption = judges_caption(self.judge_stats()) or None
         return table
 
     # ------------------------------------------------------------------ events

@@ -36,7 +36,7 @@ from typing import Any
 
 from agent.budget import Budget, cost_text
 from agent.config import RunConfig
-from agent.judging import Evaluator, LocalEvaluator
+from agent.judging import Evaluator, LocalEvaluator, judge_capacity
 from agent.providers.base import Provider
 from agent.providers.health import ProviderHealth
 from agent.runlog import (
@@ -87,6 +87,7 @@ class Parts:
     evaluate: Callable[..., Any] | None = None  # Evaluator.evaluate
     resolve_device: Callable[[str], str] | None = None  # Evaluator.resolve_device
     close_sandboxes: Callable[[], None] | None = None  # Evaluator.close
+    judge_stats: Callable[[], list[dict[str, Any]]] | None = None  # Evaluator.judge_stats
     select: Callable[..., Any] | None = None  # Evaluator.select
     extract: Callable[[str, str], str] | None = None  # agent.extract.extract_candidate
     extract_error: type[Exception] | None = None  # agent.extract.ExtractError
@@ -110,6 +111,7 @@ class Parts:
             p.resolve_device = p.resolve_device or ev.resolve_device
             p.close_sandboxes = p.close_sandboxes or ev.close
             p.select = p.select or ev.select
+            p.judge_stats = p.judge_stats or getattr(ev, "judge_stats", None)
         if p.extract is None or p.extract_error is None:
             from agent.extract import ExtractError, extract_candidate
 
@@ -203,7 +205,9 @@ class Generator:
         self.kernels_dir = kernels_dir
         self.stop = stop
         self.health = health or ProviderHealth(cfg.provider.max_consecutive_failures)
-        self.judge_slots = threading.BoundedSemaphore(cfg.eval.sandbox.num_parallel)
+        # Candidates in flight = every judge's slots (the judge pool on this host or on Ray).
+        self.judge_capacity = judge_capacity(cfg.eval, device)
+        self.judge_slots = threading.BoundedSemaphore(self.judge_capacity)
         self._tasks: list[OpTask] = []
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
@@ -252,7 +256,7 @@ class Generator:
 
         threads = [
             threading.Thread(target=op_loop, name=f"atenforge-op-{i}", daemon=True)
-            for i in range(min(self.cfg.agent.parallel_ops, len(pending)))
+            for i in range(min(self._operators_in_flight(), len(pending)))
         ]
         for t in threads:
             t.start()
@@ -279,6 +283,12 @@ class Generator:
                     status = BUDGET_STOPPED
                 outcomes[oc.op] = OpOutcome(oc.op, status, reason="not started")
         return [outcomes[oc.op] for oc in ops]
+
+    def _operators_in_flight(self) -> int:
+        from agent.parallelism import operators_in_flight
+
+        workers = workers_per_operator(self.provider, self.cfg.agent.num_workers)
+        return operators_in_flight(self.cfg.agent.parallel_ops, self.judge_capacity, workers)
 
     def _join_abandoned_calls(self) -> None:
         """Give abandoned provider calls a moment to return; they are daemons if they do not."""

@@ -121,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="rounds asking for a faster kernel once one passed (default: 3 on a GPU, 0 on the CPU)",
     )
     loop.add_argument(
-        "--parallel-ops", type=int, metavar="N", help="operators in flight at once (default: 2)"
+        "--parallel-ops",
+        type=_count_or_auto,
+        metavar="N|auto",
+        help="operators in flight at once; auto = enough to keep every judge busy (default: 2)",
     )
     loop.add_argument(
         "--max-tokens",
@@ -161,6 +164,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     run = p.add_argument_group("where and how")
+    run.add_argument(
+        "--devices",
+        metavar="all|N|0,1,3",
+        help="judges: on a GPU all, the first N or these GPU indices (one fork server each); "
+        "on the CPU N interpreter judges (default: 1)",
+    )
+    run.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        help="local (default): judges run on this host; ray: judges are Ray actors",
+    )
+    run.add_argument(
+        "--ray-address",
+        metavar="auto|ray://HOST:PORT",
+        help="--executor ray: the cluster to join (default: start a local Ray)",
+    )
     run.add_argument("--log-dir", metavar="DIR", help="where run folders go (default: agent_logs)")
     run.add_argument(
         "--device",
@@ -199,6 +218,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _count_or_auto(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
+
+
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The nested config keys the given flags set (flags left out change nothing)."""
     o: dict[str, Any] = {}
@@ -232,6 +260,9 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     put("agent.max_tokens", args.max_tokens)
     put("agent.max_cost_usd", args.max_cost_usd)
     put("log_dir", args.log_dir)
+    put("eval.devices", args.devices)
+    put("eval.executor", args.executor)
+    put("eval.ray_address", args.ray_address)
     put("device", args.device)
     put("eval.sandbox.require_containment", args.require_containment)
     put("seed", args.seed)

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from agent.budget import Budget
 from agent.config import RunConfig
+from agent.judges_view import judges_line
 from agent.orchestrator import Generator, OpOutcome, Parts, workers_per_operator
 from agent.providers.base import Provider
 from agent.providers.health import ProviderHealth
@@ -84,6 +85,7 @@ class Session:
         self.generator: Generator | None = None
         self._t0 = time.monotonic()
         self._finished = False
+        self._judges: list[dict[str, Any]] = []
 
     def say(self, text: str) -> None:
         """A line for the person running the command (the live view prints it above its table)."""
@@ -174,6 +176,7 @@ class Session:
             self.finish("interrupted", budget=budget.snapshot(), outcomes=outcomes)
             raise
         finally:
+            self._judges = self._judge_summary()  # before the pools close
             if parts.close_sandboxes is not None:
                 with contextlib.suppress(Exception):
                     parts.close_sandboxes()
@@ -194,6 +197,7 @@ class Session:
             return
         provider = self.generator.provider if self.generator is not None else None
         num_workers = workers_per_operator(provider, self.cfg.agent.num_workers)
+        self.view.judge_stats = self.parts.judge_stats  # the judges' caption under the table
         self.view.start([oc.op for oc in ops], num_workers)
         try:
             yield
@@ -430,11 +434,25 @@ class Session:
             fields["outcomes"] = {o.op: o.status for o in outcomes}
         if report is not None:
             fields["scores"] = report.scores
+        judges = self._judges or self._judge_summary()
+        if judges:
+            fields["judges"] = judges  # throughput: verdicts per minute, utilisation per judge
+            if any(j["num_judges"] > 1 or j["executor"] != "local" for j in judges):
+                self.say(judges_line(judges))
         fields.update(extra)
         with contextlib.suppress(OSError):
             self.runlog.update_run_json(**fields)
             self.runlog.emit("run_end", status=status, wall_s=fields["wall_s"])
         write_report_quietly(self.run_dir)
+
+    def _judge_summary(self) -> list[dict[str, Any]]:
+        if self.parts.judge_stats is None:
+            return []
+        try:
+            return self.parts.judge_stats()
+        except Exception:  # noqa: BLE001 - throughput is a record, never a reason to fail a run
+            log.debug("judge stats failed", exc_info=True)
+            return []
 
     def interrupt(self) -> None:
         self.stop.set()

@@ -170,6 +170,19 @@ class EvalConfig(_Model):
         pattern=r"^[^/\\]+$",
         description="which file of an operator's folder is judged: the first, sorted, matching this glob ({folder} = the folder's name); the default is BackendBench's choice",
     )
+    devices: str = Field(
+        "1",
+        pattern=r"^\s*(all|\d+|\d+\s*(,\s*\d+\s*)*,?)\s*$",
+        description="judges: on a GPU 'all', N (the first N GPUs) or indices '0,1,3' (one: '3,'), "
+        "one fork server pinned to each; on the CPU N interpreter judges",
+    )
+    executor: Literal["local", "ray"] = Field(
+        "local", description="local: judges are processes of this host; ray: Ray actors"
+    )
+    ray_address: str | None = Field(
+        None,
+        description="executor ray: 'auto', 'ray://host:port' or None (start a local Ray)",
+    )
     correctness: CorrectnessConfig = Field(default_factory=CorrectnessConfig)
     timing: TimingConfig = Field(default_factory=TimingConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
+from evaluator.judge_pool import JudgePool, make_pool
 from evaluator.naming import find_kernel_file, kernel_files, op_to_folder
 from evaluator.results import OperatorResult, Status, not_run
-from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
 
-_SANDBOXES: dict[tuple[str, str], Sandbox] = {}
+_SANDBOXES: dict[tuple[str, str], JudgePool] = {}
 _SANDBOX_LOCK = threading.Lock()
 
 
@@ -45,13 +45,14 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-def shared_sandbox(config: EvalConfig, device: str) -> Sandbox:
-    """One sandbox (one fork server) per config and device, shared by all callers in a process."""
+def shared_sandbox(config: EvalConfig, device: str) -> JudgePool:
+    """One judge pool per config and device (a fork server per judge, `eval.devices`), shared by
+    all callers in a process; it judges with `Sandbox.judge`'s signature."""
     key = (config.model_dump_json(), device)
     with _SANDBOX_LOCK:
         box = _SANDBOXES.get(key)
         if box is None:
-            box = _SANDBOXES[key] = Sandbox(config, device)
+            box = _SANDBOXES[key] = make_pool(config, device)
         return box
 
 
@@ -60,6 +61,12 @@ def close_sandboxes() -> None:
         for box in _SANDBOXES.values():
             box.close()
         _SANDBOXES.clear()
+
+
+def judge_stats() -> list[dict]:
+    """Every shared judge pool's throughput so far (JudgePool.summary), for run.json."""
+    with _SANDBOX_LOCK:
+        return [box.summary() for box in _SANDBOXES.values()]
 
 
 atexit.register(close_sandboxes)  # no fork server or scratch folder outlives the process
@@ -205,7 +212,7 @@ def evaluate(
         return res
 
     interrupted = False
-    with ThreadPoolExecutor(max_workers=config.sandbox.num_parallel) as pool:
+    with ThreadPoolExecutor(max_workers=box.capacity) as pool:
         futures = [pool.submit(one, oc.op, oc.cases) for oc in selection.ops]
         try:
             results = [f.result() for f in futures]

@@ -149,6 +149,7 @@ class OperatorResult:
     phases_s: dict[str, float] = field(default_factory=dict)  # sandbox phases, for cost analysis
     # relative spread of geomean_speedup over repeated timings of this kernel, when measured
     timing_noise: float | None = None
+    judged_on: str | None = None  # the judge that gave the verdict: cuda:1, cpu:0, ray:HOST/cuda:0
 
     @property
     def pass_rate(self) -> float:

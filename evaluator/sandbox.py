@@ -433,6 +433,8 @@ class Sandbox:
             code = self._exit_code(proc, queue)
             state.read(results)
             if code is not None:
+                if queue is not None and code == -int(signal.SIGKILL):
+                    _kill_group(pid)  # the fork server died: its orphaned child must not run on
                 state.read(results)
                 outcome.exit_code = code
                 break
