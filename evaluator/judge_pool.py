@@ -449,4 +449,6 @@ def judge_capacity(config: EvalConfig, device: str) -> int:
         from evaluator.evaluate import shared_sandbox
 
         return shared_sandbox(config, device).capacity
+    if str(config.devices).strip() == "1":
+        return config.sandbox.num_parallel  # one judge: no need to count the devices
     return num_local_judges(config, device) * config.sandbox.num_parallel

@@ -47,7 +47,14 @@ RELU = textwrap.dedent(
 )
 SLOW_RELU = "import time\ntime.sleep(4)\n" + RELU
 # Kills the process that forked it (its judge's fork server), then behaves honestly.
-KILLS_ITS_JUDGE = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + RELU
+# Kills its fork server: the runner's grandparent (runner -> verifier -> fork server). Run with
+# containment off: confined, the signal is refused (tests/test_adversarial.py covers that); the
+# pool's own fault handling is what is tested here, for judges lost to any cause (OOM, a driver).
+KILLS_ITS_JUDGE = (
+    "import os, signal\n"
+    "_stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+    "os.kill(int(_stat.rsplit(')', 1)[1].split()[1]), signal.SIGKILL)\n"
+) + RELU
 CASES = [parse_case("((T([37, 19], f32),), {})"), parse_case("((T([300], f32),), {})")]
 
 
@@ -160,6 +167,7 @@ def first_busy(pool: JudgePool, timeout_s: float):
 def cpu_pool():
     cfg = EvalConfig(devices="2")
     cfg.sandbox.test_timeout_s = 30
+    cfg.sandbox.confine = False  # see KILLS_ITS_JUDGE
     pool = make_pool(cfg, "cpu")
     yield pool
     pool.close()
@@ -211,6 +219,7 @@ def test_a_judge_killer_beside_an_honest_kernel_costs_it_no_verdict(tmp_path: Pa
     # attempt with it; the retries run one at a time, alone.
     cfg = EvalConfig(devices="1")
     cfg.sandbox.test_timeout_s = 30
+    cfg.sandbox.confine = False  # see KILLS_ITS_JUDGE
     pool = make_pool(cfg, "cpu")
     try:
         slow = _kernel(tmp_path, SLOW_RELU, "slow")
@@ -253,7 +262,7 @@ def _smoke_run(tmp_path: Path, name: str, *flags: str) -> tuple[dict, dict, dict
     )
     assert code == 0
     (run_dir,) = logs.iterdir()
-    full = json.loads((run_dir / "full_results.json").read_text())
+    full = json.loads((run_dir / "atenforge_results.json").read_text())
     verdicts = {
         o["op"]: (o["status"], o["tests"], o["passed"], o["reason"], o["flags"])
         for o in full["operators"]
