@@ -250,8 +250,9 @@ def test_unprivileged_user_is_confined_too() -> None:
     """`python -m evaluator.confine --check` as uid 65534: no capabilities to drop, so Landlock,
     seccomp and the user + PID namespaces carry the weight. A decoy process of the same user
     holds a fake secret; every attempt (its environ, $HOME, /tmp, TCP, UDP, a signal to it, an
-    escaped grandchild) must be blocked. Uses a system python3 with pyseccomp copied next to the
-    project, as the test's own interpreter may live where that user cannot read."""
+    escaped grandchild) must be blocked. Uses a system python3 with pyseccomp and the evaluator
+    package copied to a folder that user can read, as the test's own interpreter and the checkout
+    may live where it cannot."""
     import pyseccomp
 
     python = next(
@@ -265,8 +266,13 @@ def test_unprivileged_user_is_confined_too() -> None:
     deps = Path(tempfile.mkdtemp(prefix="atenforge_unpriv_"))  # tmp_path's parents are private
     try:
         shutil.copy(pyseccomp.__file__, deps)
-        os.chmod(deps, 0o755)
-        env = {"PATH": os.defpath, "HOME": "/nonexistent", "PYTHONPATH": f"{ROOT}:{deps}"}
+        # the checkout itself may sit under a folder only root can enter (a mktemp -d clone)
+        shutil.copytree(ROOT / "evaluator", deps / "evaluator")
+        for folder, _, files in os.walk(deps):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+        env = {"PATH": os.defpath, "HOME": "/nonexistent", "PYTHONPATH": str(deps)}
         proc = subprocess.run(
             [*as_nobody, python, "-m", "evaluator.confine", "--check", "--json"],
             capture_output=True, text=True, timeout=120, cwd="/", env=env,
