@@ -138,6 +138,7 @@ class LaunchCounter:
         self.launches = 0
         self.depth = 0
         self.ghost = False  # launches are counted but not run (the runner's ghost replay)
+        self.on_stream: Any = None  # called with each launcher call's CUDA stream (StreamWatch)
         self._originals: list[tuple[type, str, Any]] = []
 
     def install(self) -> None:
@@ -157,12 +158,15 @@ class LaunchCounter:
         for cls in launcher_classes():
             original = cls.__call__
             self._originals.append((cls, "__call__", original))
-            cls.__call__ = self._wrap(original)  # type: ignore[method-assign]
+            cls.__call__ = self._wrap(original, launcher=True)  # type: ignore[method-assign]
 
-    def _wrap(self, original: Any) -> Any:
+    def _wrap(self, original: Any, launcher: bool = False) -> Any:
         counter = self
 
         def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
+            # a launcher's arguments: gridX, gridY, gridZ, stream, function, ...
+            if launcher and counter.on_stream is not None and len(args) > 3:
+                counter.on_stream(args[3])
             if not kwargs.get("warmup", False) and counter.depth == 0:
                 counter.launches += 1
                 if counter.ghost:

@@ -49,6 +49,7 @@ from evaluator.guards import (
     launcher_classes,
 )
 from evaluator.inputs import materialize
+from evaluator.judge.gpu_guards import NumericsState, StreamWatch
 from evaluator.judge.outputs import output_flags
 from evaluator.judge.runner import CallReply, RunnerClient, start_runner
 from evaluator.naming import kernel_function_name, normalize_op
@@ -242,15 +243,24 @@ class Instruments:
     harness: HarnessSnapshot
     secrets: SecretWatch
     threads: ThreadWatch
+    numerics: NumericsState
+    streams: StreamWatch | None = None  # cuda only
 
     @classmethod
-    def install(cls) -> Instruments:
+    def install(cls, device: str = "cpu") -> Instruments:
         launches = LaunchCounter()
         launches.install()
         host = HostEscapeWatch(launches)
         host.install()
+        streams = None
+        joins: dict[str, tuple[Any, str]] = {}
+        if device == "cuda":
+            streams = StreamWatch()
+            joins = streams.install()
+            launches.on_stream = streams.on_launch
         harness = HarnessSnapshot(
-            extra={name: (owner_cls, "run") for name, owner_cls in _launch_owners().items()}
+            extra=joins
+            | {name: (owner_cls, "run") for name, owner_cls in _launch_owners().items()}
             | {f"triton.{c.__name__}.__call__": (c, "__call__") for c in launcher_classes()}
             | {
                 "evaluator.checks.compare": (checks, "compare"),
@@ -268,11 +278,13 @@ class Instruments:
         )
         threads = ThreadWatch()
         threads.install()
-        return cls(launches, host, harness, SecretWatch(), threads)
+        return cls(launches, host, harness, SecretWatch(), threads, NumericsState(), streams)
 
     def op_flags(self) -> list[str]:
         flags = [f"{Flag.HARNESS_TAMPERING}:{name}" for name in self.harness.check()]
         flags += [f"{Flag.SECRET_PROBE}:{name}" for name in self.secrets.probes]
+        changed = self.numerics.changed(ghost=self.launches.ghost)
+        flags += [f"{Flag.GLOBAL_STATE_CHANGED}:{name}" for name in changed]
         return flags
 
 
@@ -337,7 +349,11 @@ def guarded_call(
         inst.host.active = True
         inst.threads.current = trace
         with trace:
+            if inst.streams is not None:
+                inst.streams.begin()
             out = fn(*args, **kwargs)
+            if inst.streams is not None:
+                flags += inst.streams.end()
             alive = _canary(inst, trace)
         inst.host.active = False
         sync()
@@ -347,6 +363,8 @@ def guarded_call(
     except BaseException as exc:  # noqa: BLE001
         err_type, err_msg = type(exc).__name__, _short(exc)
         flags.append(Flag.CUDA_ERROR if _is_cuda_error(exc) else Flag.EXCEPTION)
+    if inst.streams is not None:
+        inst.streams.expected = None
     inst.host.active = False
     inst.threads.current = None
     flags += inst.op_flags()
@@ -413,7 +431,7 @@ class Judge:
         # Split: the kernel lives in the runner process and these guards live there. Otherwise
         # (the GPU path today) this process calls the kernel itself under its own guards.
         self.runner = runner
-        self.inst = Instruments.install() if runner is None else None
+        self.inst = Instruments.install(self.device) if runner is None else None
         self.runner_flags: list[str] = []
         self.sync = torch.cuda.synchronize if self.device == "cuda" else (lambda: None)
         self.gpu_lock: GpuLock | None = None
@@ -517,7 +535,8 @@ class Judge:
         for name in self.mut_names:
             if name in kwargs and name != "self":
                 _poison(kwargs[name])
-        _poison_allocator(run.ref_out, self.device)
+        if self.runner is None:  # a split-off runner has its own allocator
+            _poison_allocator(run.ref_out, self.device)
         reply = self.invoke(fn, args, kwargs, run, ghost, first)
         flags = list(reply.flags)
         if reply.error_type is None:
@@ -796,14 +815,57 @@ class Judge:
             and not broken
             and all(r.passed or r.skipped for r in results)
         ):
-            from evaluator.timing import time_tests
+            if self.runner is not None:
+                self.time_in_runner(prepared)
+            else:
+                from evaluator.timing import time_tests
 
-            for i, timing in time_tests(self, fn, prepared):
-                self.out.write({"event": "timing", "index": i, **timing})
-            post = self.op_flags()
-            if post:
-                self.out.write({"event": "loaded", "flags": post})
+                for i, timing in time_tests(self, fn, prepared):
+                    self.out.write({"event": "timing", "index": i, **timing})
+                post = self.op_flags()
+                if post:
+                    self.out.write({"event": "loaded", "flags": post})
         self.out.write({"event": "done"})
+
+    def time_in_runner(self, prepared: list[Prepared]) -> None:
+        """Timing where the judge is split: the runner times eager and the kernel on the case's
+        timing inputs and sends raw numbers and the kernel's last timed output; here that output
+        is checked against this process's own eager result on the same inputs (ops that write
+        their inputs excepted: their last call's inputs are not the drawn ones), and the floor,
+        clamp and speedup are derived from the numbers (`evaluator.timing.derive`)."""
+        from evaluator.timing import derive, timing_inputs
+
+        if not self.cfg.timing.measure:
+            return
+        assert self.runner is not None
+        if self.gpu_lock is not None:
+            self.gpu_lock.exclusive()  # held until the process exits
+        checks_output = not self.mut_pos and not self.mut_names
+        for i, item in enumerate(prepared):
+            if item.skip_reason is not None or not item.runs:
+                continue
+            args, kwargs = timing_inputs(self, item)
+            ref_out = self.packet(*clone_tree(args), **clone_tree(kwargs))
+            self.sync()
+            cap = 8 * _nbytes([ref_out]) + (1 << 20)
+            raw, timed_out, flags = self.runner.time_case(
+                item.case.source or item.case.serialize(), item.runs[0].seed, cap
+            )
+            if checks_output and "error" not in raw:
+                wrong = output_flags(timed_out, ref_out)
+                if not wrong and not checks.compare(timed_out, ref_out, self.cfg.correctness).ok:
+                    wrong = ["values"]
+                if wrong:
+                    flags.append(f"{Flag.TIMED_OUTPUT_WRONG}:case {i} ({wrong[0]})")
+            if flags:
+                self.out.write({"event": "loaded", "flags": flags})
+            if "error" in raw:
+                self.out.write({"event": "timing", "index": i, "error": raw["error"]})
+                if self.runner.exit_flag is not None:
+                    return
+                continue
+            timing = derive(self.op, self.cfg.timing, raw, args, ref_out)
+            self.out.write({"event": "timing", "index": i, **timing})
 
 
 def _update_errors(result: TestResult, cmp: checks.Comparison) -> None:
@@ -837,7 +899,7 @@ def run_job(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     # The runner is forked first: before this process reads the results key, opens the results
     # file, touches CUDA or computes a reference, so its memory holds none of them.
-    split = spec.get("split_judge", spec["device"] == "cpu")
+    split = spec.get("split_judge", True)
     if split:
         import gc
 

@@ -43,6 +43,9 @@ class Flag:
     INSTRUMENTATION_DISABLED = "instrumentation_disabled"  # a guard stopped observing
     RUNNER_PROTOCOL = "runner_protocol"  # the kernel's process sent malformed data
     FORGED_RESULT = "forged_result"  # a results line the verifier did not sign
+    SIDE_STREAM = "side_stream"  # a launch on another stream than the caller's, never joined back
+    TIMED_OUTPUT_WRONG = "timed_output_wrong"  # a timed call's output differs from eager's
+    GLOBAL_STATE_CHANGED = "global_state_changed"  # torch numerics/backend flags switched
     # faults -> error
     IMPORT_ERROR = "import_error"
     MISSING_FUNCTION = "missing_function"
@@ -79,6 +82,9 @@ REJECT_FLAGS = {
     Flag.INSTRUMENTATION_DISABLED,
     Flag.RUNNER_PROTOCOL,
     Flag.FORGED_RESULT,
+    Flag.SIDE_STREAM,
+    Flag.TIMED_OUTPUT_WRONG,
+    Flag.GLOBAL_STATE_CHANGED,
 }
 ERROR_FLAGS = {
     Flag.IMPORT_ERROR,

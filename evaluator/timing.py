@@ -179,10 +179,13 @@ def time_sides(
     reps: int,
     budget_s: float,
     wait_cycles: int = 0,
+    poison_a: bool = False,
 ) -> tuple[list[float], list[float], list[float], list[float]]:
     """Device ms of sides a and b per timed call (`reps` each, fewer past `budget_s`), and the
     host ms of each call. Per batch and side: `flush()`, then one call on each of the side's
-    argument sets in turn, each after a GPU wait of `wait_cycles`.
+    argument sets in turn, each after a GPU wait of `wait_cycles`. With `poison_a`, side a's
+    outputs (eager's) are overwritten after the batch, before their memory is freed: side b
+    (the kernel) cannot return eager's answer from a block the allocator hands back.
 
     With one set per side every call is timed right after the flush (the "flushed" state). With
     two or more, the first call of a batch is not timed (the "steady" state a model's next op
@@ -191,6 +194,7 @@ def time_sides(
     write-back. Results are kept alive through the batch, so every call writes fresh memory, as
     an op in a model does."""
     steady = len(fns_a) > 1
+    inputs_a = _storages(fns_a) if poison_a else set()
     times_a: list[float] = []
     times_b: list[float] = []
     host_a: list[float] = []
@@ -206,6 +210,8 @@ def time_sides(
                 if k or not steady:
                     times.append(device_ms)
                     host.append(host_ms)
+            if poison_a and fns is fns_a:
+                _poison_tree(kept, inputs_a)
             del kept
         if _perf() - start_wall > budget_s and len(times_a) >= 3:
             break
@@ -278,11 +284,16 @@ class _Call:
     """One side's call on one argument set; the set stays readable (`args`): the floor counts the
     bytes of the kernel's arguments."""
 
-    def __init__(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
-        self.fn, self.args, self.kwargs = fn, args, kwargs
+    def __init__(
+        self, fn: Any, args: list[Any], kwargs: dict[str, Any], sink: dict | None = None
+    ) -> None:
+        self.fn, self.args, self.kwargs, self.sink = fn, args, kwargs, sink
 
     def __call__(self) -> Any:
-        return self.fn(*self.args, **self.kwargs)
+        result = self.fn(*self.args, **self.kwargs)
+        if self.sink is not None:
+            self.sink["out"] = result  # the side's latest output: the timed-output check
+        return result
 
 
 def _exact_copy(value: Any) -> Any:
@@ -300,25 +311,82 @@ def _exact_copy(value: Any) -> Any:
 
 
 def _argument_sets(
-    judge: Judge, fn: Any, item: Prepared, cfg: TimingConfig, sets: int | None = None
+    judge: Judge,
+    fn: Any,
+    item: Prepared,
+    cfg: TimingConfig,
+    sets: int | None = None,
+    sink: dict | None = None,
 ) -> tuple[list[_Call], list[_Call]]:
     """Eager's and the kernel's calls, one per argument set: the case materialized once, every
     other set an exact copy of it, so both sides and all sets get equal inputs (values and
     layouts) in separate memory."""
     n = rotation_sets(item.case.total_bytes(), cfg) if sets is None else sets
-    args, kwargs = materialize(
-        judge.op,
-        item.case,
-        "cuda",
-        item.runs[0].seed + 1_000_003,
-        profile=judge.cfg.correctness.tolerance_profile,
-    )
+    args, kwargs = timing_inputs(judge, item)
     eager_fns = [
         _Call(judge.packet, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n)
     ]
-    kernel_fns = [_Call(fn, list(args), kwargs)]
-    kernel_fns += [_Call(fn, _exact_copy(list(args)), _exact_copy(kwargs)) for _ in range(n - 1)]
+    kernel_fns = [_Call(fn, list(args), kwargs, sink)]
+    kernel_fns += [
+        _Call(fn, _exact_copy(list(args)), _exact_copy(kwargs), sink) for _ in range(n - 1)
+    ]
     return eager_fns, kernel_fns
+
+
+TIMING_SEED_OFFSET = 1_000_003
+
+
+def timing_inputs(judge: Any, item: Any) -> tuple[tuple, dict]:
+    """The case's timing inputs: a seed the correctness calls did not use, drawn the same way
+    in the runner (which times) and the verifier (which checks the timed calls' output)."""
+    return materialize(
+        judge.op,
+        item.case,
+        "cuda",
+        item.runs[0].seed + TIMING_SEED_OFFSET,
+        profile=judge.cfg.correctness.tolerance_profile,
+    )
+
+
+def _storages(calls: list[Any]) -> set[int]:
+    """Storage addresses of the calls' tensor arguments."""
+    found: set[int] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            found.add(value.untyped_storage().data_ptr())
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+
+    for call in calls:
+        walk(getattr(call, "args", None))
+        walk(getattr(call, "kwargs", None))
+    return found
+
+
+def _poison_tree(value: Any, inputs: set[int]) -> None:
+    """Fill a finished call's outputs before their memory is freed (NaN, the largest integer,
+    True): a later call that leaves its output unwritten, in a block the caching allocator
+    hands back, finds garbage instead of eager's answer. Outputs that share storage with an
+    input (in-place ops, views) are left alone: that memory is not freed."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() == 0 or value.device.type != "cuda":
+            return
+        if value.untyped_storage().data_ptr() in inputs:
+            return
+        if value.is_floating_point() or value.is_complex():
+            value.fill_(float("nan"))
+        elif value.dtype == torch.bool:
+            value.fill_(True)
+        else:
+            value.fill_(torch.iinfo(value.dtype).max)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _poison_tree(v, inputs)
 
 
 def timed_with_window(
@@ -342,15 +410,25 @@ def timed_with_window(
             else int(wait_cycles * window_us / cfg.host_window_us)
         )
         return time_sides(
-            eager_fns, kernel_fns, flush, cfg.num_reps, cfg.max_time_per_case_s, cycles
+            eager_fns,
+            kernel_fns,
+            flush,
+            cfg.num_reps,
+            cfg.max_time_per_case_s,
+            cycles,
+            poison_a=True,
         )
 
+    eager_inputs = _storages([eager])
     warm_host: tuple[list[float], list[float]] = ([], [])
     for _ in range(cfg.num_warmup):
-        for call, host in zip((eager, kernel), warm_host, strict=True):
+        for side, (call, host) in enumerate(zip((eager, kernel), warm_host, strict=True)):
             t0 = _perf()
-            call()
+            result = call()
             host.append((_perf() - t0) * 1e3)
+            if side == 0:
+                _poison_tree(result, eager_inputs)
+            del result
     _sync()
     window_us = case_window_us(cfg.host_window_us, [statistics.median(h) for h in warm_host if h])
     eager_ms, kernel_ms, eager_host, kernel_host = measure(window_us)
@@ -370,9 +448,11 @@ def _measure_case(
     wait_cycles: int,
     sets: int | None = None,
 ) -> dict[str, Any]:
-    """Warm-up, the case's GPU window, then the timed calls of both sides (see the module doc)."""
+    """Warm-up, the case's GPU window, then the timed calls of both sides (see the module doc).
+    `timed_out` is the output of the kernel's last timed call."""
     cfg = judge.cfg.timing
-    eager_fns, kernel_fns = _argument_sets(judge, fn, item, cfg, sets)
+    sink: dict[str, Any] = {}
+    eager_fns, kernel_fns = _argument_sets(judge, fn, item, cfg, sets, sink)
     steady = len(eager_fns) > 1
     out = eager_fns[0]()
     eager_ms, kernel_ms, eager_host, kernel_host, window_us = timed_with_window(
@@ -387,6 +467,7 @@ def _measure_case(
         "l2_state": "steady" if steady else "flushed",
         "args": kernel_fns[0].args,
         "out": out,
+        "timed_out": sink.get("out"),
     }
 
 
@@ -419,12 +500,10 @@ def compile_baseline(
     item: Prepared,
     flush: Callable[[], object],
     wait_cycles: int,
-    floor_ms: float,
 ) -> dict[str, Any]:
     """torch.compile's time for one case, timed paired with the kernel on the same inputs (as
-    eager is): `compile_ms` and `speedup_vs_compile` (the kernel's time clamped at the floor as
-    for eager), or `compile_error` when Inductor could not compile or run it. Informational: it
-    never changes a verdict or a score."""
+    eager is): `compile_ms`, or `compile_error` when Inductor could not compile or run it.
+    Informational: it never changes a verdict or a score."""
     cfg = judge.cfg.timing
     try:
         compiled_fns, kernel_fns = _argument_sets(judge, fn, item, cfg)
@@ -433,81 +512,108 @@ def compile_baseline(
             call.fn = compiled
         compiled_fns[0]()  # compiles for this case's shapes, outside the timed calls
         _sync()
-        c_ms, k_ms, _, _, _ = timed_with_window(compiled_fns, kernel_fns, flush, cfg, wait_cycles)
+        c_ms, _, _, _, _ = timed_with_window(compiled_fns, kernel_fns, flush, cfg, wait_cycles)
     except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is data
         return {"compile_error": f"{type(exc).__name__}: {exc}"[:300]}
-    c_med = statistics.median(c_ms)
-    k_used = max(statistics.median(k_ms), floor_ms)
-    return {"compile_ms": c_med, "speedup_vs_compile": c_med / k_used if k_used > 0 else None}
+    return {"compile_ms": statistics.median(c_ms)}
+
+
+class CaseTimer:
+    """One process's timing setup (the L2 flush, the GPU wait before each call, the time of the
+    smallest launch it can make) and the raw measurements of a case. Where the judge is split,
+    the runner measures and the verifier derives the numbers that count (`derive`)."""
+
+    def __init__(self, cfg: TimingConfig) -> None:
+        self.cfg = cfg
+        self.flush = flusher_for(cfg)
+        # An op whose eager time is within 1.3x of the smallest launch measures launch paths,
+        # not kernels (overhead_dominated).
+        tiny = torch.zeros(1, device="cuda")
+        self.wait_cycles = _wait_cycles(cfg.host_window_us)
+        self.empty_ms = statistics.median(
+            _time_pair(tiny.zero_, tiny.zero_, self.flush, 20, 1.0, self.wait_cycles)[0]
+        )
+
+    def measure(self, judge: Any, fn: Any, item: Any) -> dict[str, Any]:
+        """Raw numbers of one case: both sides' device ms per timed call, host ms, the window,
+        `args`/`out`/`timed_out` tensors, and the compile baseline's when configured."""
+        try:
+            m = _measure_case(judge, fn, item, self.flush, self.wait_cycles)
+        except torch.cuda.OutOfMemoryError:
+            if rotation_sets(item.case.total_bytes(), self.cfg) == 1:
+                raise
+            # no room for the steady method's argument sets: this case is timed flushed
+            torch.cuda.empty_cache()
+            m = _measure_case(judge, fn, item, self.flush, self.wait_cycles, sets=1)
+        m["empty_launch_ms"] = self.empty_ms
+        if "compile" in self.cfg.baselines:
+            m.update(compile_baseline(judge, fn, item, self.flush, self.wait_cycles))
+        return m
+
+
+def derive(op: str, cfg: TimingConfig, raw: dict[str, Any], args: Any, out: Any) -> dict[str, Any]:
+    """The timing record of a case from its raw numbers: medians, the memory-bandwidth floor
+    (from the arguments and eager's output), the clamped kernel time, speedups and flags."""
+    e_med = statistics.median(raw["eager_ms"])
+    k_med = statistics.median(raw["kernel_ms"])
+    empty_ms = raw["empty_launch_ms"]
+    moved = _bytes_moved(op, args, out)
+    if op.split(".")[0] in PARTIAL_READ_OPS:
+        moved += sum(
+            _distinct_bytes(a)
+            for a in args
+            if isinstance(a, torch.Tensor) and not a.is_floating_point()
+        )
+    floor_ms = moved / (cfg.hbm_bandwidth_gbps * 1e9) * 1e3
+    flags: list[str] = []
+    k_used = k_med
+    if k_med < floor_ms:
+        k_used = floor_ms
+        flags.append(Flag.ROOFLINE_CLAMPED)
+    speedup = e_med / k_used if k_used > 0 else None
+    if speedup is not None and speedup > cfg.suspicious_speedup:
+        flags.append(Flag.SUSPICIOUS_SPEEDUP)
+    if min(e_med, k_med) < 1.3 * max(empty_ms, cfg.empty_launch_ms):
+        flags.append(Flag.OVERHEAD_DOMINATED)
+    extra: dict[str, Any] = {}
+    if raw.get("compile_error"):
+        extra["compile_error"] = str(raw["compile_error"])[:300]
+    elif raw.get("compile_ms") is not None:
+        c_med = float(raw["compile_ms"])
+        extra["compile_ms"] = c_med
+        extra["speedup_vs_compile"] = c_med / k_used if k_used > 0 else None
+    return {
+        **extra,
+        "eager_ms": e_med,
+        "empty_launch_ms": empty_ms,
+        "kernel_ms": k_used,
+        "kernel_ms_measured": k_med,
+        "floor_ms": floor_ms,
+        "speedup": speedup,
+        "eager_host_ms": raw["eager_host_ms"],
+        "kernel_host_ms": raw["kernel_host_ms"],
+        "host_window_us": raw["host_window_us"],
+        "l2_state": raw["l2_state"],
+        "flags": flags,
+    }
 
 
 def time_tests(
     judge: Judge, fn: Any, prepared: list[Prepared]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Time each passing case in this process (the judge not split): raw numbers, then `derive`."""
     cfg = judge.cfg.timing
     if not cfg.measure:
         return
     if judge.gpu_lock is not None:
         judge.gpu_lock.exclusive()  # held until the process exits
-    flush = flusher_for(cfg)
-    # The smallest launch this process can make, timed like the cases: an op whose eager time is
-    # within 1.3x of it measures launch paths, not kernels (overhead_dominated).
-    tiny = torch.zeros(1, device="cuda")
-    wait_cycles = _wait_cycles(cfg.host_window_us)
-    empty_ms = statistics.median(_time_pair(tiny.zero_, tiny.zero_, flush, 20, 1.0, wait_cycles)[0])
+    timer = CaseTimer(cfg)
     for i, item in enumerate(prepared):
         if item.skip_reason is not None or not item.runs:
             continue
         try:
-            try:
-                m = _measure_case(judge, fn, item, flush, wait_cycles)
-            except torch.cuda.OutOfMemoryError:
-                if rotation_sets(item.case.total_bytes(), cfg) == 1:
-                    raise
-                # no room for the steady method's argument sets: this case is timed flushed
-                torch.cuda.empty_cache()
-                m = _measure_case(judge, fn, item, flush, wait_cycles, sets=1)
+            raw = timer.measure(judge, fn, item)
         except Exception as exc:  # noqa: BLE001 - timing failure is data
             yield i, {"error": f"{type(exc).__name__}: {exc}"[:300]}
             continue
-        args, out, eager_ms, kernel_ms = m.pop("args"), m.pop("out"), m["eager_ms"], m["kernel_ms"]
-        e_med = statistics.median(eager_ms)
-        k_med = statistics.median(kernel_ms)
-        moved = _bytes_moved(judge.op, args, out)
-        if judge.op.split(".")[0] in PARTIAL_READ_OPS:
-            moved += sum(
-                _distinct_bytes(a)
-                for a in args
-                if isinstance(a, torch.Tensor) and not a.is_floating_point()
-            )
-        floor_ms = moved / (cfg.hbm_bandwidth_gbps * 1e9) * 1e3
-        flags: list[str] = []
-        k_used = k_med
-        if k_med < floor_ms:
-            k_used = floor_ms
-            flags.append(Flag.ROOFLINE_CLAMPED)
-        speedup = e_med / k_used if k_used > 0 else None
-        if speedup is not None and speedup > cfg.suspicious_speedup:
-            flags.append(Flag.SUSPICIOUS_SPEEDUP)
-        if min(e_med, k_med) < 1.3 * max(empty_ms, cfg.empty_launch_ms):
-            flags.append(Flag.OVERHEAD_DOMINATED)
-        extra = {}
-        if "compile" in cfg.baselines:
-            extra = compile_baseline(judge, fn, item, flush, wait_cycles, floor_ms)
-        yield (
-            i,
-            {
-                **extra,
-                "eager_ms": e_med,
-                "empty_launch_ms": empty_ms,
-                "kernel_ms": k_used,
-                "kernel_ms_measured": k_med,
-                "floor_ms": floor_ms,
-                "speedup": speedup,
-                "eager_host_ms": m["eager_host_ms"],
-                "kernel_host_ms": m["kernel_host_ms"],
-                "host_window_us": m["host_window_us"],
-                "l2_state": m["l2_state"],
-                "flags": flags,
-            },
-        )
+        yield i, derive(judge.op, cfg, raw, raw["args"], raw["out"])

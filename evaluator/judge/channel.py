@@ -207,5 +207,10 @@ def _decode_tensor(rec: dict[str, Any], blobs: list[bytearray], device: str) -> 
         if len(blob)
         else torch.empty(0, dtype=torch.uint8)
     )
-    out = torch.empty(0, dtype=dtype).set_(raw.untyped_storage(), offset, size, stride)
-    return out.to(device) if device != "cpu" and rec.get("device") == "cuda" else out
+    if device != "cpu" and rec.get("device") == "cuda":
+        # the whole storage moves, then the view is rebuilt on it: layouts stay as sent
+        # (gaps, offsets, stride-0 dims), which `Tensor.to` would make contiguous
+        raw = raw.to(device)
+    return torch.empty(0, dtype=dtype, device=raw.device).set_(
+        raw.untyped_storage(), offset, size, stride
+    )

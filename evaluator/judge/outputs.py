@@ -143,3 +143,37 @@ def _foreign_flags(value: Any) -> list[str]:
     if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
         return [f"{Flag.NON_TENSOR_OUTPUT}:{type(value).__name__}"]
     return []
+
+
+def clean_raw_timing(raw: Any) -> dict[str, Any] | None:
+    """The runner's raw timing numbers, or None when malformed: finite, non-negative numbers,
+    at least one timed call per side, bounded lists. The numbers are the kernel's process
+    talking; the verifier derives floors, clamps and speedups itself."""
+    import math
+
+    def number(v: Any) -> bool:
+        return type(v) in (int, float) and math.isfinite(v) and v >= 0
+
+    if not isinstance(raw, dict):
+        return None
+    lists = {}
+    for key in ("eager_ms", "kernel_ms"):
+        values = raw.get(key)
+        if not isinstance(values, list) or not 0 < len(values) <= 100_000:
+            return None
+        if not all(number(v) for v in values):
+            return None
+        lists[key] = [float(v) for v in values]
+    scalars = {}
+    for key in ("eager_host_ms", "kernel_host_ms", "host_window_us", "empty_launch_ms"):
+        if not number(raw.get(key)):
+            return None
+        scalars[key] = float(raw[key])
+    if raw.get("l2_state") not in ("steady", "flushed"):
+        return None
+    clean: dict[str, Any] = {**lists, **scalars, "l2_state": raw["l2_state"]}
+    if number(raw.get("compile_ms")):
+        clean["compile_ms"] = float(raw["compile_ms"])
+    elif isinstance(raw.get("compile_error"), str):
+        clean["compile_error"] = raw["compile_error"][:300]
+    return clean

@@ -190,6 +190,41 @@ class RunnerClient:
             )
         return decode_reply(header, data, args, kwargs, self.device)
 
+    def time_case(
+        self, case_text: str, seed: int, reply_cap_bytes: int
+    ) -> tuple[dict[str, Any], Any, list[str]]:
+        """Have the runner time one case. Returns (raw numbers or {"error": ...}, the kernel's
+        last timed output rebuilt here, the guards' flags); a runner that goes away or breaks
+        the protocol yields its flag and an error."""
+        from evaluator.judge.outputs import clean_flags, clean_raw_timing
+
+        if self.exit_flag is not None:
+            return {"error": "the kernel's process ended earlier"}, None, [self.exit_flag]
+        try:
+            channel.send(self.sock, {"kind": "time", "case": case_text, "seed": seed}, [])
+            header, data = channel.recv(self.sock, reply_cap_bytes)
+        except (ChannelError, OSError) as exc:
+            if isinstance(exc, ChannelError) and not (
+                "closed" in str(exc) or "read failed" in str(exc)
+            ):
+                flag = f"runner_protocol:{str(exc)[:200]}"
+            else:
+                flag = self._gone(str(exc))
+            return {"error": f"the kernel's process failed while timed ({flag})"}, None, [flag]
+        flags = clean_flags(header.get("flags"))
+        if header.get("kind") != "timed":
+            return {"error": "malformed timing reply"}, None, flags + ["runner_protocol:timing"]
+        if isinstance(header.get("error"), str):
+            return {"error": header["error"][:300]}, None, flags
+        raw = clean_raw_timing(header.get("raw"))
+        if raw is None:
+            return {"error": "malformed timing numbers"}, None, flags + ["runner_protocol:timing"]
+        try:
+            out = channel.decode_tree(header.get("timed_out"), data, self.device)
+        except ChannelError as exc:
+            return {"error": str(exc)[:300]}, None, flags + [f"runner_protocol:{str(exc)[:200]}"]
+        return raw, out, flags
+
     def close(self) -> None:
         try:
             channel.send(self.sock, {"kind": "stop"}, [])
@@ -239,7 +274,7 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     _close_inherited_fds({0, 1, 2, sock.fileno()})
     op = harness.normalize_op(spec["op"])
     device = spec["device"]
-    inst = harness.Instruments.install()  # while the verifier computes its references
+    inst = harness.Instruments.install(device)  # while the verifier computes its references
     header, _ = channel.recv(sock, 0)
     if header.get("kind") != "load":
         return
@@ -262,8 +297,12 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     from evaluator import checks
 
     kept: list[tuple[Any, Any]] = []  # this test's earlier outputs and their bits
+    timer: list[Any] = []  # the process's CaseTimer, made on the first timing request
     while True:
         header, blobs = channel.recv(sock, 1 << 62)
+        if header.get("kind") == "time":
+            channel.send(sock, *_time_case(header, spec, inst, fn, timer, violations))
+            continue
         if header.get("kind") != "call":
             return
         args, kwargs = channel.decode_tree(header["inputs"], blobs, device)
@@ -303,3 +342,67 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
             reply["out"] = channel.encode_tree(out, out_blobs)
             reply["inputs"] = channel.encode_tree([list(args), kwargs], out_blobs)
         channel.send(sock, reply, out_blobs)
+
+
+_RAW_NUMBERS = ("eager_host_ms", "kernel_host_ms", "host_window_us", "empty_launch_ms")
+
+
+def _time_case(
+    header: dict[str, Any],
+    spec: dict[str, Any],
+    inst: Any,
+    fn: Any,
+    timer: list[Any],
+    violations: list[str],
+) -> tuple[dict[str, Any], list[memoryview]]:
+    """Time one case (eager and the kernel, `evaluator.timing`) and send the raw numbers with
+    the kernel's last timed output. Every kernel call is bounded by the stream watch; what the
+    guards saw travels with the reply."""
+    from types import SimpleNamespace
+
+    from evaluator import harness, timing
+    from evaluator.testcase import parse_case
+
+    cfg = harness.config_view(spec["config"])
+    streams = inst.streams
+    side: list[str] = []
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        if streams is not None:
+            streams.begin()
+        out = fn(*args, **kwargs)
+        if streams is not None:
+            side.extend(f for f in streams.end() if f not in side)
+        return out
+
+    reply: dict[str, Any] = {"kind": "timed"}
+    blobs: list[memoryview] = []
+    try:
+        ctx = SimpleNamespace(
+            op=harness.normalize_op(spec["op"]),
+            cfg=cfg,
+            packet=harness.aten_overload(spec["op"]),
+        )
+        item = SimpleNamespace(
+            case=parse_case(str(header.get("case", ""))),
+            runs=[SimpleNamespace(seed=int(header.get("seed", 0)))],
+            skip_reason=None,
+        )
+        if not timer:
+            timer.append(timing.CaseTimer(cfg.timing))
+        raw = timer[0].measure(ctx, watched, item)
+        reply["raw"] = {
+            "eager_ms": [float(v) for v in raw["eager_ms"]],
+            "kernel_ms": [float(v) for v in raw["kernel_ms"]],
+            "l2_state": raw["l2_state"],
+            **{k: float(raw[k]) for k in _RAW_NUMBERS},
+        }
+        for key in ("compile_ms", "compile_error"):
+            if raw.get(key) is not None:
+                reply["raw"][key] = raw[key] if key == "compile_error" else float(raw[key])
+        reply["timed_out"] = channel.encode_tree(raw["timed_out"], blobs)
+    except Exception as exc:  # noqa: BLE001 - a timing failure is data
+        reply["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        blobs = []
+    reply["flags"] = (side + inst.op_flags() + _drain(violations))[:_MAX_FLAGS]
+    return reply, blobs
