@@ -2,7 +2,7 @@
 # Batched GPU measurements for one lease of the H200 (method and results: docs/PERFORMANCE.md).
 # Usage (on the GPU machine, repo root, after the wheel install line of shared/device/wheels.sh):
 #   bash benchmarks/gpu_batch.sh OUTDIR step [step ...]
-# Steps: cost | confined | speed10 | speedtests | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
+# Steps: cost | cost8 | adversarial | confined | speed10 | speedtests | agent10 | honest | builtin_all | builtin_eval | model_check | gputests | launch |
 #        window | breakdown | copybw | evalops | profile | devbw | resweep | ncu
 # evalops, profile, devbw and ncu take the operators from $OPS (comma-separated); evalops and ncu write
 # their builtin kernels first. ncu: Nsight Compute's full set for the kernels whose name matches the
@@ -20,6 +20,14 @@ for step in "$@"; do
     cost)
       timeout 100 python3 benchmarks/sandbox_cost.py --device cuda --num-candidates 10 --modes fork \
         --out "$out/sandbox_cost.json" > "$out/cost.log" 2>&1 ;;
+    cost8)
+      # verdict latency with 8 candidates judged at once
+      timeout 200 python3 benchmarks/sandbox_cost.py --device cuda --num-candidates 3 --modes fork \
+        --concurrent 8 --out "$out/sandbox_cost8.json" > "$out/cost8.log" 2>&1 ;;
+    adversarial)
+      # the GPU-only hostile kernels (side stream, timed calls, freed memory) and the sandbox-judged GPU tests
+      timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_adversarial.py tests/test_gpu.py \
+        tests/test_adversarial.py > "$out/adversarial.log" 2>&1 ;;
     speed10)
       # speed rounds with the builtin provider: per operator speedup before and after
       timeout -s INT -k 30 "${SPEED_TIMEOUT:-420}" python3 -m agent.run --provider builtin --suite torchbench \

@@ -7,6 +7,7 @@ reported separately.
 
     python benchmarks/sandbox_cost.py --device auto --num-candidates 20 --cases suite --out cost.json
     python benchmarks/sandbox_cost.py --device cpu --modes fork --confine off,on  # its cost
+    python benchmarks/sandbox_cost.py --device cuda --modes fork --concurrent 8  # 8 at once
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import json
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from evaluator.config import EvalConfig
@@ -61,9 +63,13 @@ def suite_cases(device: str) -> list:
     return sel.ops[0].cases
 
 
-def measure(mode: str, device: str, n: int, which: str, confine: list[bool]) -> list[dict]:
+def measure(
+    mode: str, device: str, n: int, which: str, confine: list[bool], concurrent: int = 1
+) -> list[dict]:
     """One sandbox per `confine` setting, judged in turn candidate by candidate, so a load change
-    on a shared machine hits every setting alike."""
+    on a shared machine hits every setting alike. With `concurrent` > 1, that many candidates
+    are judged at once (threads on one sandbox of as many children), `n` rounds of them; each
+    verdict's wall time counts."""
     if which == "suite":
         cases = suite_cases(device)
     else:
@@ -73,7 +79,7 @@ def measure(mode: str, device: str, n: int, which: str, confine: list[bool]) -> 
         cfg = EvalConfig()
         cfg.sandbox.mode = mode  # type: ignore[assignment]
         cfg.sandbox.confine = on
-        cfg.sandbox.num_parallel = 1
+        cfg.sandbox.num_parallel = concurrent
         boxes.append(Sandbox(cfg, device))
     times: list[list[float]] = [[] for _ in boxes]
     phases: list[dict[str, list[float]]] = [{} for _ in boxes]
@@ -87,13 +93,20 @@ def measure(mode: str, device: str, n: int, which: str, confine: list[bool]) -> 
             print(f"{mode} confine={on} first: {first_s[-1]:.3f} s {first.phases_s}", flush=True)
         for _ in range(n):
             for i, (on, box) in enumerate(zip(confine, boxes, strict=True)):
-                t0 = time.perf_counter()
-                res = box.judge(KERNEL, "add.Tensor", cases)
-                times[i].append(time.perf_counter() - t0)
-                assert res.status.value == "passed", res.reason
-                print(f"{mode} confine={on}: {times[i][-1]:.3f} s {res.phases_s}", flush=True)
-                for k, v in res.phases_s.items():
-                    phases[i].setdefault(k, []).append(v)
+
+                def one(box: Sandbox = box) -> tuple[float, dict]:
+                    t0 = time.perf_counter()
+                    res = box.judge(KERNEL, "add.Tensor", cases)
+                    assert res.status.value == "passed", res.reason
+                    return time.perf_counter() - t0, res.phases_s
+
+                with ThreadPoolExecutor(concurrent) as pool:
+                    done = list(pool.map(lambda _: one(), range(concurrent)))
+                for took, phases_s in done:
+                    times[i].append(took)
+                    print(f"{mode} confine={on} x{concurrent}: {took:.3f} s {phases_s}", flush=True)
+                    for k, v in phases_s.items():
+                        phases[i].setdefault(k, []).append(v)
     finally:
         for box in boxes:
             box.close()
@@ -107,7 +120,8 @@ def measure(mode: str, device: str, n: int, which: str, confine: list[bool]) -> 
                 "cases": which,
                 "device": device,
                 "num_cases": len(cases),
-                "num_candidates": n,
+                "num_candidates": n * concurrent,
+                "concurrent": concurrent,
                 "first_s": round(first_s[i], 3),
                 "median_s": round(statistics.median(ts), 3),
                 "p90_s": round(ts[int(0.9 * (len(ts) - 1))], 3),
@@ -135,13 +149,16 @@ def main() -> None:
         default="on",
         help="OS-level containment: on, off, or off,on to judge with both in turn",
     )
+    ap.add_argument(
+        "--concurrent", type=int, default=1, help="candidates judged at once (default 1)"
+    )
     args = ap.parse_args()
     device = resolve_device(args.device)
     confine = [value == "on" for value in args.confine.split(",")]
     rows = [
         row
         for mode in args.modes.split(",")
-        for row in measure(mode, device, args.num_candidates, args.cases, confine)
+        for row in measure(mode, device, args.num_candidates, args.cases, confine, args.concurrent)
     ]
     for row in rows:
         print(json.dumps(row))
