@@ -1,8 +1,8 @@
 """The sandbox child: judge one kernel file on a list of cases, writing results as it goes.
 
 Runs only inside a sandbox process (fork-server child or fresh interpreter), never in the process
-that decides. On the CPU it is the verifier and the kernel runs in a runner process it forks
-first (`evaluator.judge`); on a GPU it still calls the kernel itself. Order matters:
+that decides. It is the verifier: the kernel runs in a runner process it forks first
+(`evaluator.judge`), on the CPU and on a GPU alike. Order matters:
 0. fork the runner (before anything below exists in memory), then take the results key;
 1. materialise every case and compute eager references on pristine copies BEFORE the kernel
    module is imported (so nothing the kernel does at import time can change the reference);
@@ -14,7 +14,9 @@ first (`evaluator.judge`); on a GPU it still calls the kernel itself. Order matt
    proving each observer alive); check launches, compute ops, plain dense outputs, input
    mutation, values, staleness (B answered with A's result, or A's buffer overwritten by B) and
    determinism; then one ghost call per operator with every launch a no-op;
-4. on a GPU, time passing operators against eager (evaluator.timing).
+4. on a GPU, have the runner time passing operators against eager (evaluator.timing), check the
+   output of each case's last timed call against this process's eager result on the same
+   inputs, and derive floor, clamp and speedup from the runner's raw numbers.
 Each event is one JSON line appended to the results file and flushed, so a crash or a kill loses
 only the test in progress. Usage: python -m evaluator.harness SPEC.json
 """
@@ -428,8 +430,8 @@ class Judge:
         self.packet = aten_overload(self.op)
         self.mut_pos, self.mut_names = mutable_positions(self.packet)
         self.out = ResultWriter(spec["results_path"], spec.get("_key"))
-        # Split: the kernel lives in the runner process and these guards live there. Otherwise
-        # (the GPU path today) this process calls the kernel itself under its own guards.
+        # Split (the default): the kernel lives in the runner process and these guards live there.
+        # With `split_judge: false` in the spec this process calls the kernel itself.
         self.runner = runner
         self.inst = Instruments.install(self.device) if runner is None else None
         self.runner_flags: list[str] = []
