@@ -249,6 +249,9 @@ def start_runner(spec: dict[str, Any]) -> RunnerClient:
             ours.close()
             _serve(theirs, spec)
         except BaseException:  # noqa: BLE001 - the exit code says it; the verifier reports it
+            import traceback
+
+            traceback.print_exc()  # into the job's stderr file, for whoever debugs the harness
             code = 71
         finally:
             os._exit(code)
@@ -279,6 +282,12 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     if header.get("kind") != "load":
         return
     violations: list[str] = []
+    if device == "cuda":
+        # The CUDA context is made before confinement, as the verifier's is: the driver's first
+        # use opens and maps what the confined process may no longer reach.
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        torch.cuda.synchronize()
     containment, full = _enter_confinement(spec, violations)
     if spec["config"]["sandbox"].get("require_containment") and not full:
         fn, error = None, {
