@@ -242,6 +242,8 @@ def start_runner(spec: dict[str, Any]) -> RunnerClient:
     """Fork the runner. Call before the verifier touches CUDA, computes references or opens the
     results file: the runner inherits this process's memory as it is now."""
     ours, theirs = socket.socketpair()
+    for end in (ours, theirs):
+        _widen(end)
     pid = os.fork()
     if pid == 0:  # the runner
         code = 0
@@ -257,6 +259,23 @@ def start_runner(spec: dict[str, Any]) -> RunnerClient:
             os._exit(code)
     theirs.close()
     return RunnerClient(pid, ours, spec["device"])
+
+
+_SOCKET_BUFFER_BYTES = 8 << 20
+_SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33  # Linux: past net.core.[wr]mem_max, for root
+
+
+def _widen(sock: socket.socket) -> None:
+    """Socket buffers large enough for a call's tensors: with the default ~200 KB, a megabyte of
+    inputs or outputs crosses in many sender/receiver hand-offs, each a wake-up of the other side."""
+    for force, plain in ((_SO_SNDBUFFORCE, socket.SO_SNDBUF), (_SO_RCVBUFFORCE, socket.SO_RCVBUF)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, force, _SOCKET_BUFFER_BYTES)
+        except OSError:  # not root: as large as the system allows
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, plain, _SOCKET_BUFFER_BYTES)
+            except OSError:
+                pass
 
 
 def _die_with_parent() -> None:
