@@ -66,6 +66,8 @@ class Evaluator(Protocol):
         trace_file: str | Path | None = None,
         max_cases_per_op: int = 10,
         prefer: Callable[[TestCase], bool] | None = None,
+        hidden_per_set: int = 0,
+        hidden_salt: str = "",
     ) -> Selection:
         """The operators to work on and their cases."""
         ...

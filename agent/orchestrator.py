@@ -311,7 +311,8 @@ class Generator:
         schema = ctx.get("schema") if isinstance(ctx, dict) else None
         return OpTask(
             op=oc.op,
-            cases=oc.cases,
+            # judged on the shown cases and the rounds' hidden ones; the prompt shows the former
+            cases=[*oc.cases, *getattr(oc, "hidden_round", [])],
             prompt_context=ctx,
             schema=schema or aten_schema(oc.op),
             system_prompt=parts.renderer.system(ctx),

@@ -281,12 +281,20 @@ class Session:
 
             limit = cfg.eval.cpu.max_case_numel
             extra["prefer"] = lambda case: cpu_runnable(case, limit)
+        if cfg.eval.hidden_salt is None:
+            # one secret for the run: the rounds' hidden cases and the final evaluation's are
+            # drawn from it as disjoint sets (it goes into run.json's config, never a prompt)
+            import secrets
+
+            cfg.eval.hidden_salt = secrets.token_hex(8)
         selection = self.parts.select(
             cfg.suite.suite,
             ops=ops,
             num_operators=num_operators,
             trace_file=cfg.suite.trace_file,
             max_cases_per_op=cfg.eval.max_cases_per_op,
+            hidden_per_set=cfg.eval.hidden_per_set(),
+            hidden_salt=cfg.eval.hidden_salt,
             **extra,
         )
         if previous.get("excluded"):

@@ -72,6 +72,8 @@ OUR_CSV_COLUMNS = [
     "skipped_tests",
     "reason",
     "kernel_file",
+    "hidden_tests",
+    "hidden_passed",
 ]
 CSV_COLUMNS = BB_CSV_COLUMNS + OUR_CSV_COLUMNS
 PERF_P = 1.0  # BackendBench's default perf@p threshold
@@ -313,6 +315,8 @@ def render_csv(operators: list[OperatorResult], all_records: list[dict[str, Any]
             "skipped_tests": r.skipped_tests,
             "reason": " ".join(r.reason.split()),
             "kernel_file": r.kernel_file or "",
+            "hidden_tests": r.hidden_tests,
+            "hidden_passed": r.hidden_passed,
         }
         writer.writerow([r.op] + [bb[c] for c in BB_CSV_COLUMNS[1:]] + list(ours.values()))
     return buf.getvalue()

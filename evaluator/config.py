@@ -193,3 +193,19 @@ class EvalConfig(_Model):
         le=10000,
         description="cap of test cases per operator (most frequent and largest first)",
     )
+    hidden_cases_per_op: int = Field(
+        2,
+        ge=0,
+        le=100,
+        description="hidden cases per operator in each of two sets (one judges the agent's rounds, one the kept kernels; never in a prompt): further trace cases, odd sizes, one more row, non-contiguous layouts; 0 turns them off; the backendbench profile uses none",
+    )
+    hidden_salt: str | None = Field(
+        None,
+        description="secret that shuffles the hidden cases; None: a fresh random one per run (recorded in run.json)",
+    )
+
+    def hidden_per_set(self) -> int:
+        """Hidden cases per set: none under BackendBench's semantics (trace cases only)."""
+        if self.correctness.tolerance_profile == "backendbench":
+            return 0
+        return self.hidden_cases_per_op

@@ -30,6 +30,16 @@ _SANDBOXES: dict[tuple[str, str], JudgePool] = {}
 _SANDBOX_LOCK = threading.Lock()
 
 
+def hidden_salt(config: EvalConfig) -> str:
+    """The secret that shuffles hidden cases: the configured one, else a fresh one kept in the
+    config (so a run's phases and its run.json agree)."""
+    if config.hidden_salt is None:
+        import secrets
+
+        config.hidden_salt = secrets.token_hex(8)
+    return config.hidden_salt
+
+
 def resolve_device(device: str = "auto") -> str:
     """`auto` -> `cuda` when a GPU is visible, else `cpu` (Triton's interpreter)."""
     if device not in ("auto", "cuda", "cpu"):
@@ -144,6 +154,8 @@ def evaluate(
         trace_file=trace_file,
         max_cases_per_op=config.max_cases_per_op,
         prefer=prefer,
+        hidden_per_set=config.hidden_per_set(),
+        hidden_salt=hidden_salt(config),
     )
     if excluded is not None:
         selection.excluded = list(excluded)
@@ -213,7 +225,10 @@ def evaluate(
 
     interrupted = False
     with ThreadPoolExecutor(max_workers=box.capacity) as pool:
-        futures = [pool.submit(one, oc.op, oc.cases) for oc in selection.ops]
+        # the final evaluation: shown cases and the hidden set no round of the agent judged
+        futures = [
+            pool.submit(one, oc.op, [*oc.cases, *oc.hidden_final]) for oc in selection.ops
+        ]
         try:
             results = [f.result() for f in futures]
         except KeyboardInterrupt:

@@ -118,6 +118,7 @@ def compute_scores(results: Sequence[OperatorResult], profile: str = "strict") -
     passed = [r for r in results if r.status == Status.PASSED]
     scores["correctness_score"] = len(passed) / n if n else 0.0
     scores["mean_pass_rate"] = sum(r.pass_rate for r in results) / n if n else 0.0
+    scores.update(shown_hidden_rates(results))
 
     measured = n > 0 and any(measured_speedup(r) is not None for r in results)
     if not measured:
@@ -133,6 +134,20 @@ def compute_scores(results: Sequence[OperatorResult], profile: str = "strict") -
         fast = [r for r in passed if (s := measured_speedup(r)) is not None and s > p]
         scores[key] = len(fast) / n
     return scores
+
+
+def shown_hidden_rates(results: Sequence[OperatorResult]) -> dict[str, Any]:
+    """Pass rates over all tests of shown cases and of hidden ones (None where there were none):
+    a kernel fitted to the shown shapes shows as a gap between the two."""
+    hidden = sum(r.hidden_tests for r in results)
+    hidden_ok = sum(r.hidden_passed for r in results)
+    shown = sum(r.tests for r in results) - hidden
+    shown_ok = sum(r.passed for r in results) - hidden_ok
+    return {
+        "shown_pass_rate": shown_ok / shown if shown else None,
+        "hidden_pass_rate": hidden_ok / hidden if hidden else None,
+        "num_hidden_tests": hidden,
+    }
 
 
 def _backendbench_scores(results: Sequence[OperatorResult]) -> dict[str, Any]:
@@ -329,6 +344,8 @@ def _fmt_share(value: float | None) -> str:
 
 def _fmt_tests(r: OperatorResult) -> str:
     text = f"{r.passed}/{r.tests}"
+    if r.hidden_tests:
+        text += f" (hidden {r.hidden_passed}/{r.hidden_tests})"
     return f"{text} (+{r.skipped_tests} skipped)" if r.skipped_tests else text
 
 
@@ -414,6 +431,12 @@ def render_markdown(report: Report, records: list[dict[str, Any]] | None = None)
     lines.append(
         f"| mean_pass_rate | {scores['mean_pass_rate']:.1%} | mean share of tests passed per operator |"
     )
+    if scores.get("hidden_pass_rate") is not None:
+        lines.append(
+            f"| shown / hidden pass rate | {_fmt_share(scores['shown_pass_rate'])} / "
+            f"{_fmt_share(scores['hidden_pass_rate'])} ({scores['num_hidden_tests']} hidden tests) "
+            "| tests passed on cases the prompts showed / on cases no prompt showed |"
+        )
     lines.append(
         f"| performance_score | {_performance_text(scores, report.device)} | "
         "geomean speedup; an operator that did not pass counts 1.0 |"

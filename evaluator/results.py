@@ -65,6 +65,7 @@ class Flag:
     INTERPRETER_BF16 = "interpreter_bf16"  # bf16 in Triton's CPU interpreter is unreliable
     ROOFLINE_CLAMPED = "roofline_clamped"
     SKIPPED_SIZE = "skipped_size"
+    HIDDEN_CASE = "hidden_case"  # a failed test on a case no prompt showed
 
 
 REJECT_FLAGS = {
@@ -127,6 +128,7 @@ class TestResult:
     # the op compiled by torch.compile, timed paired with the kernel (eval.timing.baselines)
     compile_ms: float | None = None
     speedup_vs_compile: float | None = None
+    hidden: bool = False  # a case no prompt showed (evaluator.hidden_cases)
 
     def to_json(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}
@@ -156,6 +158,8 @@ class OperatorResult:
     # relative spread of geomean_speedup over repeated timings of this kernel, when measured
     timing_noise: float | None = None
     judged_on: str | None = None  # the judge that gave the verdict: cuda:1, cpu:0, ray:HOST/cuda:0
+    hidden_tests: int = 0  # of `tests`, those on hidden cases (never in a prompt)
+    hidden_passed: int = 0
 
     @property
     def pass_rate(self) -> float:

@@ -657,11 +657,18 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
                 error_msg="not run: the sandbox ended before this test",
             )
     ordered = [tests[i] for i in range(len(cases))]
+    for case, t in zip(cases, ordered, strict=True):
+        if getattr(case, "hidden", False):
+            t.hidden = True
+            if not t.passed and not t.skipped and Flag.HIDDEN_CASE not in t.flags:
+                t.flags.append(Flag.HIDDEN_CASE)
     result.results = ordered
     ran = [t for t in ordered if not t.skipped]
     result.tests = len(ran)
     result.skipped_tests = len(ordered) - len(ran)
     result.passed = sum(1 for t in ran if t.passed)
+    result.hidden_tests = sum(1 for t in ran if t.hidden)
+    result.hidden_passed = sum(1 for t in ran if t.hidden and t.passed)
     flags = list(op_flags)
     for t in ordered:
         flags += [f for f in t.flags if f not in flags and flag_name(f) != Flag.SKIPPED_SIZE]
@@ -698,7 +705,8 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
         result.reason = ""
     else:
         result.status = Status.FAILED
-        result.reason = f"{result.tests - result.passed} of {result.tests} tests failed; first: {first_bad.args}: {first_bad.error_msg}"
+        where = "hidden case " if first_bad.hidden else ""
+        result.reason = f"{result.tests - result.passed} of {result.tests} tests failed; first: {where}{first_bad.args}: {first_bad.error_msg}"
     if result.status is not Status.PASSED and Flag.INTERPRETER_BF16 in names:
         result.reason += " (bf16 cases in Triton's CPU interpreter are unreliable: verify on a GPU)"
     return result

@@ -132,6 +132,9 @@ class OpCases:
     cases: list[TestCase]
     count: int = 0
     models: int = 0
+    # hidden cases (evaluator.hidden_cases): for the agent's rounds, and for the final evaluation
+    hidden_round: list[TestCase] = field(default_factory=list)
+    hidden_final: list[TestCase] = field(default_factory=list)
 
 
 @dataclass
@@ -164,8 +167,12 @@ def select_operators(
     trace_file: str | Path | None = None,
     max_cases_per_op: int = 10,
     prefer: Callable[[TestCase], bool] | None = None,
+    hidden_per_set: int = 0,
+    hidden_salt: str = "",
 ) -> Selection:
-    """Operators to evaluate and their cases; raises UsageError on bad input (see module doc)."""
+    """Operators to evaluate and their cases; raises UsageError on bad input (see module doc).
+    With `hidden_per_set`, each operator also gets two sets of hidden cases
+    (`evaluator.hidden_cases`), shuffled by `hidden_salt`."""
     if num_operators is not None and num_operators < 1:
         raise UsageError(f"--num-operators must be at least 1 (got {num_operators}).")
     if max_cases_per_op < 1:
@@ -201,15 +208,22 @@ def select_operators(
             f"{name}: {len(unknown)} operator(s) are not ATen operators of this torch build: "
             f"{', '.join(unknown)}; they cannot be tested (check the spelling)",
         ]
-    selected = [
-        OpCases(
-            op=op,
-            cases=rank_cases(cases[op], max_cases_per_op, prefer),
-            count=counts[op],
-            models=models.get(op, 0),
+    selected = []
+    for op in ranked:
+        every = rank_cases(cases[op], len(cases[op]), prefer)
+        oc = OpCases(
+            op=op, cases=every[:max_cases_per_op], count=counts[op], models=models.get(op, 0)
         )
-        for op in ranked
-    ]
+        if hidden_per_set > 0:
+            from evaluator.hidden_cases import hidden_sets
+
+            spare = every[max_cases_per_op:]
+            if prefer is not None:
+                spare = [c for c in spare if prefer(c)]
+            oc.hidden_round, oc.hidden_final = hidden_sets(
+                op, oc.cases, spare, hidden_per_set, hidden_salt
+            )
+        selected.append(oc)
     return Selection(
         suite=name, ops=selected, excluded=excluded, errors=errors, num_models=num_models
     )

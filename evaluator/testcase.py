@@ -94,6 +94,7 @@ class TestCase:
     kwargs: dict[str, Any]
     count: int = 0
     source: str = field(default="", compare=False)
+    hidden: bool = field(default=False, compare=False)  # never shown in a prompt
 
     def serialize(self) -> str:
         return serialize_case(self.args, self.kwargs)
