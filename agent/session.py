@@ -47,6 +47,7 @@ from agent.report_html import write_report_quietly
 from agent.runlog import RunLog, read_json
 from agent.speed import resolve_speed_rounds
 from agent.speed_report import add_speed_to_reports
+from evaluator import safe_ast
 from evaluator.errors import UsageError
 from evaluator.naming import kernel_path
 from evaluator.runfolder import create_run_dir
@@ -92,6 +93,7 @@ class Session:
     def __init__(self, request: RunRequest, parts: Parts | None = None, view: Any = None) -> None:
         self.request = request
         self.cfg = request.cfg
+        safe_ast.install()  # workers parse Python in threads: see evaluator.safe_ast
         self.parts = parts or Parts()
         self.evaluator = self.parts.evaluator
         templates = self.cfg.agent.templates_dir  # a missing folder is a usage error, found here
