@@ -335,7 +335,7 @@ class Generator:
 
     def _run_workers(self, task: OpTask, workers: list[Worker]) -> None:
         def failed(exc: BaseException) -> None:
-            log.debug("a worker of %s failed", task.op, exc_info=exc)
+            log.debug("%s failed", threading.current_thread().name, exc_info=exc)  # op and worker
             task.cancel.set()  # the others stop too: the operator cannot be decided
 
         run_side_by_side(
