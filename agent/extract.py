@@ -17,6 +17,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from evaluator import safe_ast
 from evaluator.naming import kernel_function_name
 
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
@@ -102,7 +103,7 @@ def extract_candidate(text: str, op: str) -> str:
     block = defining[-1]
     code = _clean(block.code)
     try:
-        tree = ast.parse(code)
+        tree = safe_ast.parse(code)
     except SyntaxError as exc:
         where = f" at line {exc.lineno}" if exc.lineno else ""
         cut = (

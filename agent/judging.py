@@ -1,9 +1,9 @@
 """The agent's one door into the evaluator: a typed interface, and the local implementation.
 
-The session and the orchestrator reach the evaluator's verdicts only through an `Evaluator`
-passed to them (`Parts.evaluator`; tests pass fakes for single calls). `LocalEvaluator` is the
-real one: candidates are judged in this machine's sandboxes (evaluator.evaluate) and operators
-selected from the suites (evaluator.suites). This module imports the evaluator at its top, so the
+The session, the generator and the workers reach the evaluator only through the `Evaluator`
+passed to them (`agent.session.Parts.evaluator`; tests pass fakes). `LocalEvaluator` is the real
+one: candidates are judged in this machine's sandboxes (evaluator.evaluate), operators selected
+from the suites (evaluator.suites), the machine described by evaluator.runfolder. This module imports the evaluator at its top, so the
 agent -> evaluator edge is visible in the imports; the evaluator never imports the agent.
 Importing it loads torch: `python -m agent.run --help` never reaches it.
 """
@@ -25,6 +25,7 @@ from evaluator.evaluate import (
 )
 from evaluator.judge_pool import judge_capacity
 from evaluator.results import OperatorResult
+from evaluator.runfolder import environment_info
 from evaluator.suites import Selection, select_operators
 from evaluator.testcase import TestCase
 
@@ -72,6 +73,14 @@ class Evaluator(Protocol):
         """The operators to work on and their cases."""
         ...
 
+    def judge_stats(self) -> list[dict[str, Any]]:
+        """Every judge's throughput so far (device, busy/idle, verdicts), for views and run.json."""
+        ...
+
+    def environment_info(self, device: str, *, confine: bool = True) -> dict[str, Any]:
+        """Versions, host, accelerator and containment of the machine that judges, for run.json."""
+        ...
+
 
 class LocalEvaluator:
     """The evaluator on this machine: sandboxes shared across calls, closed by `close`."""
@@ -82,6 +91,7 @@ class LocalEvaluator:
     close = staticmethod(close_sandboxes)
     select = staticmethod(select_operators)
     judge_stats = staticmethod(judge_stats)
+    environment_info = staticmethod(environment_info)
 
 
 __all__ = ["Evaluator", "LocalEvaluator", "judge_capacity"]

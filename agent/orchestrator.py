@@ -1,8 +1,8 @@
 """Generation: the workers of every selected operator, winners kept on disk.
 
 Contract:
-- `Generator(cfg, provider=..., parts=..., runlog=..., budget=..., device=..., kernels_dir=...,
-  stop=...).run(ops) -> list[OpOutcome]` works on `ops` (evaluator.suites OpCases) up to
+- `Generator(cfg, provider=..., evaluator=..., renderer=..., runlog=..., budget=..., device=...,
+  kernels_dir=..., stop=...).run(ops) -> list[OpOutcome]` works on `ops` (evaluator.suites OpCases) up to
   `agent.parallel_ops` at once, each with `agent.num_workers` workers (agent.worker).
 - The first passing candidate of an operator wins: it goes to
   `<kernels_dir>/<folder>/<folder>_implementation_v1.py` (an earlier, different file there is
@@ -15,9 +15,8 @@ Contract:
   `--resume` does them, continuing each worker after its last finished round. Decided operators
   are skipped, except a "not_kept" whose every round was a failed call (written by older
   versions, where a failed call used a round): that operator never got an answer, so it is redone.
-- `Parts` names every call into the other parts of atenforge, so a test can swap one (a fake
-  judge, a queue provider) and use the real ones for the rest. The evaluator's calls come from
-  one `agent.judging.Evaluator` (`Parts.evaluator`, the local one by default).
+- Verdicts come from the `agent.judging.Evaluator` passed in (a test passes a fake), prompts from
+  the `agent.prompts.PromptRenderer` passed in.
 - KeyboardInterrupt in the main thread (Ctrl-C) sets `stop` and every operator's cancel event:
   workers stop, the judge kills their sandboxes, and `run` re-raises once every worker has ended.
   A worker's exception stops the others the same way and is re-raised (a bug, exit code 1).
@@ -28,7 +27,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +34,9 @@ from typing import Any
 
 from agent.budget import Budget, cost_text
 from agent.config import RunConfig
-from agent.judging import Evaluator, LocalEvaluator, judge_capacity
+from agent.judging import Evaluator, judge_capacity
+from agent.parallelism import run_side_by_side
+from agent.prompts import PromptRenderer, build_op_context
 from agent.providers.base import Provider
 from agent.providers.health import ProviderHealth
 from agent.runlog import (
@@ -71,72 +71,6 @@ DETERMINISTIC_PROVIDERS = {"builtin"}
 def workers_per_operator(provider: Any, num_workers: int) -> int:
     """`agent.num_workers`, or 1 for a deterministic provider (see DETERMINISTIC_PROVIDERS)."""
     return 1 if getattr(provider, "name", None) in DETERMINISTIC_PROVIDERS else num_workers
-
-
-# ---------------------------------------------------------------------------------- parts
-
-
-@dataclass
-class Parts:
-    """The calls this module makes into other parts; None = the real one, imported when needed."""
-
-    provider: Provider | None = None  # None: agent.providers.registry.make_provider(cfg.provider)
-    evaluator: Evaluator | None = None  # None: agent.judging.LocalEvaluator()
-    # Single evaluator calls, each defaulting to the evaluator's method of the same job.
-    judge: Callable[..., Any] | None = None  # Evaluator.judge
-    evaluate: Callable[..., Any] | None = None  # Evaluator.evaluate
-    resolve_device: Callable[[str], str] | None = None  # Evaluator.resolve_device
-    close_sandboxes: Callable[[], None] | None = None  # Evaluator.close
-    judge_stats: Callable[[], list[dict[str, Any]]] | None = None  # Evaluator.judge_stats
-    select: Callable[..., Any] | None = None  # Evaluator.select
-    extract: Callable[[str, str], str] | None = None  # agent.extract.extract_candidate
-    extract_error: type[Exception] | None = None  # agent.extract.ExtractError
-    renderer: Any = None  # agent.prompts.PromptRenderer(templates_dir)
-    build_context: Callable[..., dict[str, Any]] | None = None  # agent.prompts.build_op_context
-    format_feedback: Callable[..., str] | None = None  # agent.feedback.format_feedback
-    estimate_cost: Callable[..., float | None] | None = None  # agent.providers.pricing
-    environment_info: Callable[..., dict[str, Any]] | None = None  # evaluator.runfolder
-    create_run_dir: Callable[[str | Path], Path] | None = None  # evaluator.runfolder
-
-    def resolved(self, cfg: RunConfig) -> Parts:
-        """A copy with every missing part filled in from the real modules."""
-        p = Parts(**self.__dict__)
-        calls = (p.judge, p.evaluate, p.resolve_device, p.close_sandboxes, p.select)
-        if p.evaluator is None and any(call is None for call in calls):
-            p.evaluator = LocalEvaluator()
-        if p.evaluator is not None:
-            ev = p.evaluator
-            p.judge = p.judge or ev.judge
-            p.evaluate = p.evaluate or ev.evaluate
-            p.resolve_device = p.resolve_device or ev.resolve_device
-            p.close_sandboxes = p.close_sandboxes or ev.close
-            p.select = p.select or ev.select
-            p.judge_stats = p.judge_stats or getattr(ev, "judge_stats", None)
-        if p.extract is None or p.extract_error is None:
-            from agent.extract import ExtractError, extract_candidate
-
-            p.extract = p.extract or extract_candidate
-            p.extract_error = p.extract_error or ExtractError
-        if p.renderer is None or p.build_context is None:
-            from agent.prompts import PromptRenderer, build_op_context
-
-            templates = Path(cfg.agent.templates_dir) if cfg.agent.templates_dir else None
-            p.renderer = p.renderer or PromptRenderer(templates)
-            p.build_context = p.build_context or build_op_context
-        if p.format_feedback is None:
-            from agent.feedback import format_feedback
-
-            p.format_feedback = format_feedback
-        if p.estimate_cost is None:
-            from agent.providers.pricing import estimate_cost_usd
-
-            p.estimate_cost = estimate_cost_usd
-        if p.environment_info is None or p.create_run_dir is None:
-            from evaluator import runfolder
-
-            p.environment_info = p.environment_info or runfolder.environment_info
-            p.create_run_dir = p.create_run_dir or runfolder.create_run_dir
-        return p
 
 
 # ---------------------------------------------------------------------------------- results
@@ -188,7 +122,8 @@ class Generator:
         cfg: RunConfig,
         *,
         provider: Provider,
-        parts: Parts,
+        evaluator: Evaluator,
+        renderer: PromptRenderer,
         runlog: RunLog,
         budget: Budget,
         device: str,
@@ -198,7 +133,8 @@ class Generator:
     ) -> None:
         self.cfg = cfg
         self.provider = provider
-        self.parts = parts
+        self.evaluator = evaluator
+        self.renderer = renderer
         self.runlog = runlog
         self.budget = budget
         self.device = device
@@ -306,8 +242,8 @@ class Generator:
     # ------------------------------------------------------------------ one operator
 
     def _make_task(self, oc: Any) -> OpTask:
-        cfg, parts = self.cfg, self.parts
-        ctx = parts.build_context(oc.op, oc.cases, cfg.agent.num_prompt_cases)
+        cfg, renderer = self.cfg, self.renderer
+        ctx = build_op_context(oc.op, oc.cases, cfg.agent.num_prompt_cases)
         schema = ctx.get("schema") if isinstance(ctx, dict) else None
         return OpTask(
             op=oc.op,
@@ -315,15 +251,11 @@ class Generator:
             cases=[*oc.cases, *getattr(oc, "hidden_round", [])],
             prompt_context=ctx,
             schema=schema or aten_schema(oc.op),
-            system_prompt=parts.renderer.system(ctx),
-            generate_prompt=parts.renderer.generate(ctx),
+            system_prompt=renderer.system(ctx),
+            generate_prompt=renderer.generate(ctx),
             provider=self.provider,
-            renderer=parts.renderer,
-            extract=parts.extract,
-            extract_error=parts.extract_error,
-            judge=parts.judge,
-            format_feedback=parts.format_feedback,
-            estimate_cost=parts.estimate_cost,
+            renderer=renderer,
+            evaluator=self.evaluator,
             runlog=self.runlog,
             budget=self.budget,
             eval_config=cfg.eval,
@@ -403,28 +335,13 @@ class Generator:
             worker.restore(finished)
 
     def _run_workers(self, task: OpTask, workers: list[Worker]) -> None:
-        errors: list[BaseException] = []
+        def failed(exc: BaseException) -> None:
+            log.debug("%s failed", threading.current_thread().name, exc_info=exc)  # op and worker
+            task.cancel.set()  # the others stop too: the operator cannot be decided
 
-        def body(worker: Worker) -> None:
-            try:
-                worker.run()
-            except BaseException as exc:
-                log.debug("worker %d of %s failed", worker.number, task.op, exc_info=True)
-                errors.append(exc)
-                task.cancel.set()  # the others stop too: the operator cannot be decided
-
-        threads = [
-            threading.Thread(
-                target=body, args=(w,), name=f"atenforge-{task.folder}-w{w.number}", daemon=True
-            )
-            for w in workers
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        run_side_by_side(
+            {f"atenforge-{task.folder}-w{w.number}": w.run for w in workers}, on_error=failed
+        )
 
     def _decide(self, task: OpTask, reports: list[WorkerReport]) -> OpOutcome:
         inp, out, cost, rounds, priced = self._op_usage(task.op)

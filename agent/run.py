@@ -339,7 +339,8 @@ def _error_line(message: str) -> None:
 
 
 def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = None) -> int:
-    """Run the CLI; returns the exit code. `parts` swaps calls into other parts (tests)."""
+    """Run the CLI; returns the exit code. `parts` (agent.session.Parts) swaps the evaluator or the
+    provider (tests)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = any(a in ("-v", "--verbose", "--debug") for a in argv)
     session = None

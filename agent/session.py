@@ -1,7 +1,10 @@
 """One invocation of `python -m agent.run`: run folder, selection,
 generation, evaluation.
 
-Contract: `Session(request, parts, view).run() -> RunResult`:
+Contract: `Session(request, parts, view).run() -> RunResult`, where `Parts` holds what the session
+is given from outside: the `agent.judging.Evaluator` that every verdict, selection, evaluation and
+machine description comes from (the local one by default), and the provider (None: made from the
+config by agent.providers.registry). Everything else is the agent's own, imported where used.
 - opens a new run folder (evaluator.runfolder.create_run_dir) or the `--resume` one, and writes
   `run.json` (command line, resolved config, environment, start/end, status) and `config.json`;
 - selects operators (evaluator.suites.select_operators; a resumed run keeps its own selection);
@@ -34,19 +37,32 @@ from typing import Any, Literal
 from agent.budget import Budget
 from agent.config import RunConfig
 from agent.judges_view import judges_line
-from agent.orchestrator import Generator, OpOutcome, Parts, workers_per_operator
+from agent.judging import Evaluator, LocalEvaluator
+from agent.orchestrator import Generator, OpOutcome, workers_per_operator
+from agent.prompts import PromptRenderer
 from agent.providers.base import Provider
 from agent.providers.health import ProviderHealth
+from agent.providers.pricing import estimate_cost_usd
 from agent.report_html import write_report_quietly
 from agent.runlog import RunLog, read_json
 from agent.speed import resolve_speed_rounds
 from agent.speed_report import add_speed_to_reports
+from evaluator import safe_ast
 from evaluator.errors import UsageError
-from evaluator.naming import kernel_path, op_to_folder
+from evaluator.naming import kernel_path
+from evaluator.runfolder import create_run_dir
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["full", "generate", "evaluate"]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a session is given from outside; the defaults are the real ones."""
+
+    evaluator: Evaluator = field(default_factory=LocalEvaluator)
+    provider: Provider | None = None  # None: agent.providers.registry.make_provider(cfg.provider)
 
 
 @dataclass
@@ -77,7 +93,11 @@ class Session:
     def __init__(self, request: RunRequest, parts: Parts | None = None, view: Any = None) -> None:
         self.request = request
         self.cfg = request.cfg
-        self.parts = (parts or Parts()).resolved(request.cfg)
+        safe_ast.install()  # workers parse Python in threads: see evaluator.safe_ast
+        self.parts = parts or Parts()
+        self.evaluator = self.parts.evaluator
+        templates = self.cfg.agent.templates_dir  # a missing folder is a usage error, found here
+        self.renderer = PromptRenderer(Path(templates) if templates else None)
         self.view = view
         self.stop = threading.Event()
         self.run_dir: Path | None = None
@@ -97,8 +117,8 @@ class Session:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> RunResult:
-        cfg, req, parts = self.cfg, self.request, self.parts
-        device = parts.resolve_device(cfg.device)
+        cfg, req = self.cfg, self.request
+        device = self.evaluator.resolve_device(cfg.device)
         kernels_dir = Path(cfg.kernels_dir)
         if req.mode == "evaluate":
             _check_kernels_dir(kernels_dir)
@@ -159,7 +179,8 @@ class Session:
                 self.generator = Generator(
                     cfg,
                     provider=provider,
-                    parts=parts,
+                    evaluator=self.evaluator,
+                    renderer=self.renderer,
                     runlog=runlog,
                     budget=budget,
                     device=device,
@@ -177,9 +198,8 @@ class Session:
             raise
         finally:
             self._judges = self._judge_summary()  # before the pools close
-            if parts.close_sandboxes is not None:
-                with contextlib.suppress(Exception):
-                    parts.close_sandboxes()
+            with contextlib.suppress(Exception):
+                self.evaluator.close()
         stop = health.stop_reason
         self.finish(
             "completed",
@@ -197,7 +217,7 @@ class Session:
             return
         provider = self.generator.provider if self.generator is not None else None
         num_workers = workers_per_operator(provider, self.cfg.agent.num_workers)
-        self.view.judge_stats = self.parts.judge_stats  # the judges' caption under the table
+        self.view.judge_stats = self.evaluator.judge_stats  # the judges' caption under the table
         self.view.start([oc.op for oc in ops], num_workers)
         try:
             yield
@@ -213,7 +233,7 @@ class Session:
         provider, why = make_provider(self.cfg.provider, env=os.environ)
         if self.cfg.agent.max_cost_usd is not None and provider.name not in ("builtin", "replay"):
             prices = getattr(provider, "prices", None) or self.cfg.provider.prices
-            if self.parts.estimate_cost(provider.model, 0, 0, prices) is None:
+            if estimate_cost_usd(provider.model, 0, 0, prices) is None:
                 raise UsageError(
                     f"agent.max_cost_usd is set but there is no price for model '{provider.model}': "
                     f'add [provider.prices."{provider.model}"] to your config or drop max_cost_usd.'
@@ -263,7 +283,7 @@ class Session:
         if self.request.resume_dir is not None:
             self.run_dir = Path(self.request.resume_dir)
         else:
-            self.run_dir = self.parts.create_run_dir(self.cfg.log_dir)
+            self.run_dir = create_run_dir(self.cfg.log_dir)
         self.runlog = RunLog(self.run_dir)
 
     def _select(self, previous: dict[str, Any], device: str) -> list[Any]:
@@ -287,7 +307,7 @@ class Session:
             import secrets
 
             cfg.eval.hidden_salt = secrets.token_hex(8)
-        selection = self.parts.select(
+        selection = self.evaluator.select(
             cfg.suite.suite,
             ops=ops,
             num_operators=num_operators,
@@ -345,7 +365,7 @@ class Session:
                 "started_at": _now(),
                 "ended_at": None,
                 "device": device,
-                "environment": self.parts.environment_info(
+                "environment": self.evaluator.environment_info(
                     device, confine=self.cfg.eval.sandbox.confine
                 ),
                 "provider": None
@@ -375,7 +395,7 @@ class Session:
         self.runlog.emit("evaluation_start", kernels_dir=str(kernels_dir), ops=len(ops))
         self.say(f"evaluating {len(ops)} operator(s) in {kernels_dir} on {device}")
         progress = self.view.evaluated if self.view is not None else None
-        report = self.parts.evaluate(
+        report = self.evaluator.evaluate(
             kernels_dir,
             suite=cfg.suite.suite,
             ops=[oc.op for oc in ops],
@@ -394,20 +414,15 @@ class Session:
 
     def _missing_report(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:
         from evaluator.report import Report, write_reports
-        from evaluator.results import OperatorResult, Status, not_run
+        from evaluator.results import Status, not_run, verdict_without_run
 
         results = []
         for oc in ops:
             reason = f"no kernel at {kernel_path(kernels_dir, oc.op)}"
             cases = not_run([c.serialize() for c in oc.cases], "Missing", reason)
             results.append(
-                OperatorResult(
-                    op=oc.op,
-                    folder=op_to_folder(oc.op),
-                    status=Status.MISSING,
-                    tests=len(oc.cases),
-                    reason=reason,
-                    results=cases,
+                verdict_without_run(
+                    oc.op, Status.MISSING, reason, tests=len(oc.cases), results=cases
                 )
             )
         selection = self._selection
@@ -454,10 +469,8 @@ class Session:
         write_report_quietly(self.run_dir)
 
     def _judge_summary(self) -> list[dict[str, Any]]:
-        if self.parts.judge_stats is None:
-            return []
         try:
-            return self.parts.judge_stats()
+            return self.evaluator.judge_stats()
         except Exception:  # noqa: BLE001 - throughput is a record, never a reason to fail a run
             log.debug("judge stats failed", exc_info=True)
             return []

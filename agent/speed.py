@@ -26,11 +26,14 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent.providers.base import Message, OperatorContext
+from agent.extract import ExtractError, extract_candidate
+from agent.parallelism import run_side_by_side
+from agent.providers.base import Message
 from agent.speed_timing import (
     at_ceiling,
     case_flops,
@@ -42,7 +45,7 @@ from agent.speed_timing import (
     timing_noise,
     timing_text,
 )
-from agent.worker import POLL_S, OpTask, Worker
+from agent.worker import OpTask, Worker
 from evaluator.results import Flag, OperatorResult, Status, flag_name
 from evaluator.runfolder import write_json
 
@@ -265,7 +268,6 @@ class SpeedRounds:
 
     def _round(self, n: int, threshold: float) -> list[Attempt]:
         attempts: dict[int, Attempt] = {}
-        errors: list[BaseException] = []
         best_speedup = self.kept.geomean_speedup if self.kept else 0.0
         prompt_vars = {
             "best_code": self.kept_code.rstrip("\n"),
@@ -274,25 +276,20 @@ class SpeedRounds:
             "num_speed_rounds": self.num_rounds,
         }
 
-        def body(w: int) -> None:
-            try:
+        def attempt(w: int) -> Callable[[], None]:
+            def job() -> None:
                 attempts[w] = self._attempt(w, n, prompt_vars, best_speedup or 0.0, threshold)
-            except BaseException as exc:  # re-raised below: a bug, not a failed attempt
-                errors.append(exc)
-                self.task.cancel.set()
 
-        threads = [
-            threading.Thread(
-                target=body, args=(w,), name=f"atenforge-{self.task.folder}-speed-w{w}", daemon=True
-            )
-            for w in range(1, self.num_workers + 1)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+            return job
+
+        # An exception is a bug, not a failed attempt: it cancels the round and is raised again.
+        run_side_by_side(
+            {
+                f"atenforge-{self.task.folder}-speed-w{w}": attempt(w)
+                for w in range(1, self.num_workers + 1)
+            },
+            on_error=lambda exc: self.task.cancel.set(),
+        )
         out = [attempts[w] for w in sorted(attempts)]
         for a in out:
             self.last[a.worker] = a
@@ -319,13 +316,10 @@ class SpeedRounds:
         if not task.budget.allow_call():
             attempt.outcome, attempt.reason = NOT_CALLED, task.budget.stop_reason or "budget"
             return self._finish(path, meta, attempt, started)
-        context = OperatorContext(
-            op=task.op,
-            schema=task.schema,
-            cases=task.cases,
-            worker=w,
-            round=n,
-            feedback={
+        context = task.context(
+            w,
+            n,
+            {
                 "status": "passed",
                 "speed": {
                     "round": n,
@@ -348,8 +342,8 @@ class SpeedRounds:
             attempt.reason = error or "cancelled while waiting for the provider"
             return self._finish(path, meta, attempt, started)
         try:
-            code = task.extract(completion.text, task.op)
-        except task.extract_error as exc:
+            code = extract_candidate(completion.text, task.op)
+        except ExtractError as exc:
             attempt.outcome = NO_CODE
             attempt.reason = getattr(exc, "reason", None) or str(exc)
             return self._finish(path, meta, attempt, started)
@@ -419,24 +413,7 @@ class SpeedRounds:
 
     def _judge(self, kernel_file: Path) -> OperatorResult | None:
         """A full judging with timing; None when the run stopped before a sandbox was free."""
-        task = self.task
-        while not task.judge_slots.acquire(timeout=POLL_S):
-            if task.cancel.is_set():
-                return None
-        try:
-            if task.cancel.is_set():
-                return None
-            return task.judge(
-                kernel_file,
-                task.op,
-                task.cases,
-                config=task.eval_config,
-                device=task.device,
-                cancel=task.cancel,
-                measure_performance=True,
-            )
-        finally:
-            task.judge_slots.release()
+        return self.task.judge(kernel_file, measure_performance=True)[0]
 
 
 SPEED_EVENT_KEYS = ("rounds", "stopped", "noise", "speedup_before", "speedup_after", "gain")

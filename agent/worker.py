@@ -1,8 +1,8 @@
 """One worker: one conversation with the provider about one operator, for up to `max_rounds` rounds.
 
-A round: ask the provider -> extract the kernel file from the answer -> test it
-in the evaluator's sandbox (`judge`, a callable with `evaluator.evaluate.judge_candidate`'s
-signature) -> verdict -> feedback, which opens the next round's refine prompt. Every step is
+A round: ask the provider -> extract the kernel file from the answer (agent.extract) -> test it
+in the evaluator's sandbox (`OpTask.evaluator.judge`, the `agent.judging.Evaluator` of the run)
+-> verdict -> feedback (agent.feedback), which opens the next round's refine prompt. Every step is
 written to `run_dir/ops/<folder>/worker_<w>/round_<r>/` as it happens (agent.runlog), `meta.json`
 last.
 
@@ -36,14 +36,17 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.budget import Budget
-from agent.extract import code_blocks
+from agent.extract import ExtractError, code_blocks, extract_candidate
+from agent.feedback import format_feedback
+from agent.judging import Evaluator
+from agent.prompts import PromptRenderer
 from agent.providers.base import Completion, Message, OperatorContext, Provider, ProviderError
 from agent.providers.health import ProviderHealth
+from agent.providers.pricing import estimate_cost_usd
 from agent.runlog import (
     CANCELLED,
     FAILED,
@@ -87,12 +90,8 @@ class OpTask:
     system_prompt: str
     generate_prompt: str
     provider: Provider
-    renderer: Any  # .refine(ctx, previous_code, feedback) -> str
-    extract: Callable[[str, str], str]
-    extract_error: type[Exception]
-    judge: Callable[..., OperatorResult]
-    format_feedback: Callable[[OperatorResult, int], str]
-    estimate_cost: Callable[[str, int, int, Any], float | None]
+    renderer: PromptRenderer
+    evaluator: Evaluator
     runlog: RunLog
     budget: Budget
     eval_config: EvalConfig
@@ -113,6 +112,43 @@ class OpTask:
     @property
     def folder(self) -> str:
         return op_to_folder(self.op)
+
+    def judge(
+        self, kernel_file: Any, *, measure_performance: bool = False
+    ) -> tuple[OperatorResult | None, float | None]:
+        """The verdict on one candidate file and the seconds the judging took (a free judge slot
+        is waited for first, not counted); (None, None) when the operator was cancelled before.
+        The evaluator kills the sandbox when `cancel` is set meanwhile."""
+        while not self.judge_slots.acquire(timeout=POLL_S):
+            if self.cancel.is_set():
+                return None, None
+        try:
+            if self.cancel.is_set():
+                return None, None
+            started = time.monotonic()
+            result = self.evaluator.judge(
+                kernel_file,
+                self.op,
+                self.cases,
+                config=self.eval_config,
+                device=self.device,
+                cancel=self.cancel,
+                measure_performance=measure_performance,
+            )
+            return result, round(time.monotonic() - started, 3)
+        finally:
+            self.judge_slots.release()
+
+    def context(self, worker: int, round_: int, feedback: dict[str, Any] | None) -> OperatorContext:
+        """What a provider is told about this operator and this round of this worker."""
+        return OperatorContext(
+            op=self.op,
+            schema=self.schema,
+            cases=self.cases,
+            worker=worker,
+            round=round_,
+            feedback=feedback,
+        )
 
     def claim_win(self, worker: int, round_: int, code: str) -> bool:
         """The first passing candidate wins; the others are told to stop."""
@@ -255,14 +291,7 @@ class Worker:
             "verdict_s": None,
         }
         started = time.monotonic()
-        context = OperatorContext(
-            op=task.op,
-            schema=task.schema,
-            cases=task.cases,
-            worker=w,
-            round=round_,
-            feedback=self._feedback,
-        )
+        context = task.context(w, round_, self._feedback)
         epoch = task.health.epoch()
         completion, error = self._call_provider(messages, context, round_)
         if completion is not None:
@@ -299,9 +328,9 @@ class Worker:
 
         try:
             if completion.truncated and _ends_in_open_block(completion.text):
-                raise task.extract_error(TRUNCATED_REASON)
-            code = task.extract(completion.text, task.op)
-        except task.extract_error as exc:
+                raise ExtractError(TRUNCATED_REASON)
+            code = extract_candidate(completion.text, task.op)
+        except ExtractError as exc:
             reason = getattr(exc, "reason", None) or str(exc)
             cut = completion.truncated
             if cut and reason != TRUNCATED_REASON:
@@ -335,7 +364,7 @@ class Worker:
             meta["error"] = f"cancelled while the candidate was tested: {self._why_cancelled()}"
             return self._finish(path, meta, CANCELLED, started)
 
-        feedback = task.format_feedback(result, task.feedback_max_chars)
+        feedback = format_feedback(result, task.feedback_max_chars)
         rl.write_text(path, "feedback.md", feedback)
         self._feedback = result.to_json()
         self._messages = self._next_messages(completion.text, code, feedback)
@@ -462,7 +491,7 @@ class Worker:
                 return shared.result, None, shared.owner
             # The first judging ended without a verdict (cancelled or crashed): judge it here.
         try:
-            result, seconds = self._run_judge(candidate)
+            result, seconds = self.task.judge(candidate)
             if mine:
                 shared.result = result
                 if result is not None and result.status == Status.PASSED:
@@ -474,32 +503,10 @@ class Worker:
             if mine:
                 shared.done.set()
 
-    def _run_judge(self, candidate: Any) -> tuple[OperatorResult | None, float | None]:
-        """Test the candidate in the sandbox; None when cancelled before a sandbox was free."""
-        task = self.task
-        while not task.judge_slots.acquire(timeout=POLL_S):
-            if task.cancel.is_set():
-                return None, None
-        try:
-            if task.cancel.is_set():
-                return None, None
-            started = time.monotonic()
-            result = task.judge(
-                candidate,
-                task.op,
-                task.cases,
-                config=task.eval_config,
-                device=task.device,
-                cancel=task.cancel,
-            )
-            return result, round(time.monotonic() - started, 3)
-        finally:
-            task.judge_slots.release()
-
     def _cost(self, completion: Completion) -> float | None:
         if self.task.provider.name in FREE_PROVIDERS:
             return 0.0
-        return self.task.estimate_cost(
+        return estimate_cost_usd(
             completion.model or self.task.provider.model,
             completion.input_tokens,
             completion.output_tokens,

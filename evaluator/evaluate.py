@@ -21,7 +21,7 @@ from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
 from evaluator.judge_pool import JudgePool, make_pool
 from evaluator.naming import find_kernel_file, kernel_files, op_to_folder
-from evaluator.results import OperatorResult, Status, not_run
+from evaluator.results import OperatorResult, Status, not_run, verdict_without_run
 from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
@@ -182,32 +182,20 @@ def evaluate(
     def one(op: str, cases: list[TestCase]) -> OperatorResult:
         path = find_kernel_file(kdir, op, config.kernel_file_glob)
         if cancel.is_set():
-            res = OperatorResult(
-                op=op,
-                folder=op_to_folder(op),
-                status=Status.SKIPPED,
+            res = verdict_without_run(
+                op,
+                Status.SKIPPED,
+                "not evaluated: the evaluation was interrupted first",
                 kernel_file=str(path) if path is not None else None,
-                reason="not evaluated: the evaluation was interrupted first",
             )
         elif path is None:
             folder = kdir / op_to_folder(op)
             pattern = config.kernel_file_glob.replace("{folder}", folder.name)
-            res = OperatorResult(
-                op=op,
-                folder=op_to_folder(op),
-                status=Status.MISSING,
-                reason=f"no kernel at {folder}/{pattern}",
-            )
-            res.tests = len(cases)
-            res.results = not_run([c.serialize() for c in cases], "Missing", res.reason)
+            reason = f"no kernel at {folder}/{pattern}"
+            missing = not_run([c.serialize() for c in cases], "Missing", reason)
+            res = verdict_without_run(op, Status.MISSING, reason, tests=len(cases), results=missing)
         elif not cases:
-            res = OperatorResult(
-                op=op,
-                folder=op_to_folder(op),
-                status=Status.SKIPPED,
-                kernel_file=str(path),
-                reason="no test cases",
-            )
+            res = verdict_without_run(op, Status.SKIPPED, "no test cases", kernel_file=str(path))
         else:
             res = box.judge(path, op, cases, measure_performance=measure_performance, cancel=cancel)
             if cancel.is_set() and res.reason.startswith("cancelled"):

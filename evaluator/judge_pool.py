@@ -34,8 +34,7 @@ from typing import Any, Protocol
 
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.naming import op_to_folder
-from evaluator.results import Flag, OperatorResult, Status
+from evaluator.results import Flag, OperatorResult, Status, verdict_without_run
 from evaluator.sandbox import Sandbox
 from evaluator.testcase import TestCase
 
@@ -390,33 +389,24 @@ class JudgePool:
 
 
 def _cancelled_verdict(kernel_file: Path, op: str, cases: list[TestCase]) -> OperatorResult:
-    result = OperatorResult(
-        op=op,
-        folder=op_to_folder(op),
-        status=Status.ERROR,
-        kernel_file=str(kernel_file),
-        reason="cancelled: another candidate won or the run stopped",
+    reason = "cancelled: another candidate won or the run stopped"
+    return verdict_without_run(
+        op, Status.ERROR, reason, kernel_file=str(kernel_file), tests=len(cases)
     )
-    result.tests = len(cases)
-    return result
 
 
 def _lost_verdict(
     kernel_file: Path, op: str, cases: list[TestCase], losses: list[str]
 ) -> OperatorResult:
-    result = OperatorResult(
-        op=op,
-        folder=op_to_folder(op),
-        status=Status.ERROR,
+    twice = "twice" if len(losses) > 1 else ""
+    return verdict_without_run(
+        op,
+        Status.ERROR,
+        f"no verdict: the judge was lost {twice}; " + " / ".join(losses),
         kernel_file=str(kernel_file),
         flags=[Flag.CRASHED],
-        reason="no verdict: the judge was lost "
-        + ("twice" if len(losses) > 1 else "")
-        + "; "
-        + " / ".join(losses),
+        tests=len(cases),
     )
-    result.tests = len(cases)
-    return result
 
 
 # ---------------------------------------------------------------------------------- building

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from evaluator.naming import op_to_folder
+
 
 class Status(StrEnum):
     PASSED = "passed"  # every test that ran passed (and at least one ran)
@@ -189,6 +191,30 @@ class OperatorResult:
         data["geomean_speedup_vs_compile"] = _number(data.get("geomean_speedup_vs_compile"))
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def verdict_without_run(
+    op: str,
+    status: Status,
+    reason: str,
+    *,
+    kernel_file: str | None = None,
+    flags: list[str] | None = None,
+    tests: int = 0,
+    results: list[TestResult] | None = None,
+) -> OperatorResult:
+    """The verdict on an operator whose kernel did not run here: missing, skipped, cancelled, or
+    its judge lost."""
+    return OperatorResult(
+        op=op,
+        folder=op_to_folder(op),
+        status=status,
+        flags=list(flags or []),
+        tests=tests,
+        kernel_file=kernel_file,
+        reason=reason,
+        results=list(results or []),
+    )
 
 
 def not_run(case_args: list[str], error_type: str, reason: str) -> list[TestResult]:

@@ -64,6 +64,7 @@ from evaluator.results import (
     flag_name,
     geomean,
 )
+from evaluator.sandbox_server import kill_group
 from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
@@ -434,7 +435,7 @@ class Sandbox:
             state.read(results)
             if code is not None:
                 if queue is not None and code == -int(signal.SIGKILL):
-                    _kill_group(pid)  # the fork server died: its orphaned child must not run on
+                    kill_group(pid)  # the fork server died: its orphaned child must not run on
                 state.read(results)
                 outcome.exit_code = code
                 break
@@ -457,7 +458,7 @@ class Sandbox:
             ):
                 why = f"import of the kernel took over {cfg.test_timeout_s:g} s (eval.sandbox.test_timeout_s)"
             if why is not None:
-                _kill_group(pid)
+                kill_group(pid)
                 outcome.killed = why
                 outcome.exit_code = self._wait_exit(proc, queue)
                 state.read(results)
@@ -500,16 +501,6 @@ class Sandbox:
             if msg.get("event") == "server_gone":
                 return None
         return None
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _tail(path: Path, limit: int = 1500) -> str:

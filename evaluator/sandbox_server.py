@@ -133,15 +133,20 @@ def serve() -> None:
                 _emit({"event": "exit", "id": job, "code": os.waitstatus_to_exitcode(status)})
 
 
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group `pid` leads, or the process alone when it leads none."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _kill_all(children: dict[int, str]) -> None:
     for pid in list(children):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_group(pid)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from evaluator import safe_ast
 from evaluator.naming import normalize_op
 
 DTYPE_CODES: dict[str, torch.dtype] = {
@@ -128,7 +129,7 @@ def _collect_specs(value: Any, out: list[TensorSpec]) -> None:
 def parse_case(text: str) -> TestCase:
     """Parse `((args...), {kwargs})` into a TestCase; raise CaseSyntaxError on anything else."""
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = safe_ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise CaseSyntaxError(f"not a Python-literal expression ({exc.msg})") from None
     except (ValueError, MemoryError, RecursionError):

@@ -3,8 +3,9 @@
 `QueueProvider` is llm's `MockModel.enqueue` per (operator, worker): each call pops the next
 scripted answer, or raises a scripted ProviderError. `MarkerJudge` never runs the kernel: it reads
 `# VERDICT: pass|fail|skip` from the candidate file and answers like the evaluator would, taking
-`delay_s` (cut short, like a killed sandbox, when the cancel event is set). `make_parts` builds
-`agent.orchestrator.Parts` with these fakes and the real prompts, extraction and feedback.
+`delay_s` (cut short, like a killed sandbox, when the cancel event is set). `FakeEvaluator` is an
+`agent.judging.Evaluator` made of such stand-ins; `make_parts` builds the session's
+`agent.session.Parts` from them (the agent's own prompts, extraction and feedback are the real ones).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import load_config
-from agent.orchestrator import Parts
+from agent.judging import LocalEvaluator
 from agent.providers.base import Completion, Message, OperatorContext, ProviderError
+from agent.session import Parts
 from evaluator.naming import kernel_function_name, op_to_folder
 from evaluator.results import OperatorResult, Status, TestResult
 from evaluator.testcase import parse_case
@@ -171,20 +173,48 @@ def fake_select(
     )
 
 
+class FakeEvaluator:
+    """An `agent.judging.Evaluator` whose calls are the stand-ins given; environment_info is the
+    local evaluator's unless given, judge_stats has no judges to report."""
+
+    def __init__(
+        self,
+        *,
+        judge: Any,
+        evaluate: Any,
+        resolve_device: Any,
+        close: Any,
+        select: Any,
+        environment_info: Any = None,
+    ) -> None:
+        self.judge = judge
+        self.evaluate = evaluate
+        self.resolve_device = resolve_device
+        self.close = close
+        self.select = select
+        self.environment_info = environment_info or LocalEvaluator.environment_info
+
+    def judge_stats(self) -> list[dict[str, Any]]:
+        return []
+
+
 def make_parts(provider: Any, judge: Any = None, **over: Any) -> Parts:
+    """Parts with `provider` and a FakeEvaluator: `judge` (a MarkerJudge by default) and `over`
+    (evaluate, resolve_device, close_sandboxes, select, environment_info) stand in for the
+    evaluator's calls; evaluate() is refused unless given."""
+
     def no_evaluate(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("evaluate() must not be called in this test")
 
-    fields = {
-        "provider": provider,
+    calls = {
         "judge": judge or MarkerJudge(),
         "evaluate": no_evaluate,
         "resolve_device": lambda device: "cpu",
-        "close_sandboxes": lambda: None,
+        "close": over.pop("close_sandboxes", lambda: None),
         "select": fake_select,
     }
-    fields.update(over)
-    return Parts(**fields)
+    calls.update(over)
+    return Parts(evaluator=FakeEvaluator(**calls), provider=provider)
 
 
 def config(tmp_path: Path, ops: list[str] | None = None, **agent: Any):

@@ -5,59 +5,73 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.config import RunConfig
-from agent.judging import LocalEvaluator
-from agent.orchestrator import Parts
+from agent_fakes import FakeEvaluator, QueueProvider, answer, config, fake_select, make_parts
+
+from agent.judging import Evaluator, LocalEvaluator
+from agent.session import Parts, RunRequest, Session
 
 
-class RecordingEvaluator:
-    """An Evaluator that answers with markers and records which method was called."""
+class RecordingEvaluator(FakeEvaluator):
+    """An Evaluator whose every call is recorded by name, then answered by the fakes."""
 
-    def __init__(self) -> None:
-        self.calls: list[str] = []
+    def __init__(self, calls: list[str], **stand_ins: Any) -> None:
+        super().__init__(**stand_ins)
+        self.calls = calls
+        for name in ("judge", "evaluate", "resolve_device", "close", "select", "environment_info"):
+            setattr(self, name, self._recorded(name, getattr(self, name)))
 
-    def judge(self, kernel_file: Path, op: str, cases: list[Any], **kw: Any) -> Any:
-        self.calls.append("judge")
-        return "verdict"
+    def _recorded(self, name: str, call: Any) -> Any:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return call(*args, **kwargs)
 
-    def evaluate(self, kernels_dir: Path | str, **options: Any) -> Any:
-        self.calls.append("evaluate")
-        return "report"
-
-    def resolve_device(self, device: str) -> str:
-        self.calls.append("resolve_device")
-        return "cpu"
-
-    def close(self) -> None:
-        self.calls.append("close")
-
-    def select(self, suite: str | None = "torchbench", **kw: Any) -> Any:
-        self.calls.append("select")
-        return "selection"
+        return recorded
 
 
-def test_every_evaluator_call_of_the_parts_goes_to_the_evaluator_passed_in() -> None:
-    fake = RecordingEvaluator()
-    parts = Parts(evaluator=fake).resolved(RunConfig())
-    assert parts.judge(Path("k.py"), "relu.default", []) == "verdict"
-    assert parts.evaluate("kernels") == "report"
-    assert parts.resolve_device("auto") == "cpu"
-    assert parts.select("smoke") == "selection"
-    parts.close_sandboxes()
-    assert fake.calls == ["judge", "evaluate", "resolve_device", "select", "close"]
+def _protocol_methods() -> set[str]:
+    return {n for n in vars(Evaluator) if not n.startswith("_")}
 
 
-def test_a_single_call_passed_in_overrides_the_evaluators_method() -> None:
-    fake = RecordingEvaluator()
-    parts = Parts(evaluator=fake, resolve_device=lambda device: "cuda").resolved(RunConfig())
-    assert parts.resolve_device("auto") == "cuda"
-    assert fake.calls == []
+def test_the_local_evaluator_has_every_call_of_the_interface() -> None:
+    assert _protocol_methods() == {
+        "judge",
+        "evaluate",
+        "resolve_device",
+        "close",
+        "select",
+        "judge_stats",
+        "environment_info",
+    }
+    for name in _protocol_methods():
+        assert callable(getattr(LocalEvaluator(), name)), name
 
 
-def test_parts_default_to_the_local_evaluator() -> None:
-    parts = Parts().resolved(RunConfig())
+def test_a_session_reaches_the_evaluator_only_through_the_one_passed_in(tmp_path: Path) -> None:
+    fakes = make_parts(None).evaluator
+    calls: list[str] = []
+    evaluator = RecordingEvaluator(
+        calls,
+        judge=fakes.judge,
+        evaluate=fakes.evaluate,
+        resolve_device=lambda device: "cpu",
+        close=lambda: None,
+        select=fake_select,
+    )
+    provider = QueueProvider()
+    provider.enqueue("relu.default", 1, answer("relu.default", "pass"))
+    cfg = config(tmp_path, num_workers=1)
+    result = Session(RunRequest(cfg=cfg, mode="generate"), Parts(evaluator, provider)).run()
+    assert [o.status for o in result.outcomes] == ["kept"]
+    assert calls[:2] == ["resolve_device", "select"]
+    assert "judge" in calls and calls[-1] == "close"
+    assert set(calls) <= _protocol_methods()
+
+
+def test_parts_default_to_the_local_evaluator_and_the_configured_provider() -> None:
+    parts = Parts()
     assert isinstance(parts.evaluator, LocalEvaluator)
-    assert parts.resolve_device("cpu") == "cpu"
+    assert parts.provider is None
+    assert parts.evaluator.resolve_device("cpu") == "cpu"
 
 
 def test_local_evaluator_selects_from_the_suites() -> None:

@@ -245,15 +245,15 @@ def test_recorded_replay_fixture_with_the_real_judge_keeps_worker_2s_round_1_ker
     """The fixture's scenario holds under the real sandbox: worker 1's round-1 kernels are wrong,
     worker 2's are right, so worker 2 wins both operators in round 1."""
     from agent.extract import extract_candidate
-    from agent.orchestrator import Parts
     from agent.providers.replay import ReplayProvider
+    from agent.session import Parts
 
     recorded = FIXTURES / "replay_run"
     ops = ["relu.default", "add.Tensor"]
     # One operator at a time: its two workers then never wait for a sandbox slot (num_parallel 2).
     cfg = config(tmp_path, ops, num_workers=2, max_rounds=3, parallel_ops=1)
     cfg.suite.suite = "smoke"
-    result = run(cfg, Parts(provider=ReplayProvider(recorded), resolve_device=lambda d: "cpu"))
+    result = run(cfg, Parts(provider=ReplayProvider(recorded)))
     for op in ops:
         folder = op.replace(".", "__")
         decision = json.loads((result.run_dir / f"ops/{folder}/decision.json").read_text())

@@ -334,7 +334,7 @@ def test_speed_rounds_on_the_gpu_with_the_builtin_provider_and_the_real_judge(tm
     """The whole loop on a GPU: the builtin writer's relu, timed twice for the noise, then its
     knob variants judged and timed in full; the reports carry the before/after."""
     from agent.config import load_config
-    from agent.orchestrator import Parts
+    from agent.session import Parts
 
     cfg = load_config(
         None,

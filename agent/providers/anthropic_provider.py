@@ -19,21 +19,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-import time
-from collections.abc import Mapping
 from typing import Any
 
 import anthropic
 
-from agent.config import Price, ProviderConfig
 from agent.providers import server_info
-from agent.providers.base import Completion, Message, OperatorContext
-from agent.providers.context import ContextWindow, Fitted, call_fitted
-from agent.providers.retry import Failure, call_with_retries, classify_sdk_error
+from agent.providers.base import Message
+from agent.providers.sdk_provider import Reply, SdkProvider
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
 def _sdk_takes_temperature() -> bool:
@@ -42,34 +36,24 @@ def _sdk_takes_temperature() -> bool:
     return "temperature" in inspect.signature(Messages.create).parameters
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider):
     name = "anthropic"
+    DEFAULT_BASE_URL = "https://api.anthropic.com"
+    _sdk = anthropic
+    _sdk_error = anthropic.AnthropicError
 
-    def __init__(
-        self,
-        cfg: ProviderConfig,
-        *,
-        api_key: str,
-        base_url: str | None,
-        model: str,
-        prices: Mapping[str, Price] | None = None,
-        context_tokens: int | None = None,
-    ) -> None:
-        self.cfg = cfg
-        self.model = model
-        self.prices = dict(prices or {})
-        self.base_url = base_url or DEFAULT_BASE_URL
-        self._secret = api_key  # kept only to scrub it out of error text
-        self._client = anthropic.Anthropic(
-            api_key=api_key, base_url=self.base_url, timeout=cfg.timeout_s, max_retries=0
-        )
-        self.window = ContextWindow(context_tokens, chars_per_token=cfg.chars_per_token)
-        self.context_source = "provider config" if context_tokens else None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._takes_temperature = _sdk_takes_temperature()
-        if cfg.temperature is not None and not self._takes_temperature:
+        if self.cfg.temperature is not None and not self._takes_temperature:
             log.warning(
                 "anthropic: this SDK's messages API takes no temperature; ignoring temperature"
             )
+
+    def _make_client(self, api_key: str) -> Any:
+        return anthropic.Anthropic(
+            api_key=api_key, base_url=self.base_url, timeout=self.cfg.timeout_s, max_retries=0
+        )
 
     @property
     def context_tokens(self) -> int | None:
@@ -100,56 +84,26 @@ class AnthropicProvider:
             args["temperature"] = self.cfg.temperature
         return args
 
-    def _send(self, fitted: Fitted) -> tuple[Any, int]:
-        args = self.request_args(fitted.messages, fitted.max_output_tokens)
-        return call_with_retries(
-            lambda: self._client.messages.create(**args),
-            self.cfg,
-            self._classify,
-            api="anthropic",
-        )
+    def _create(self, args: dict[str, Any]) -> Any:
+        return self._client.messages.create(**args)
 
-    def complete(self, messages: list[Message], context: OperatorContext) -> Completion:
-        start = time.monotonic()
-        response, attempts, fitted = call_fitted(
-            self.window, messages, self.cfg.max_output_tokens, self._send
-        )
-        latency_s = time.monotonic() - start
-        text = "".join(
-            block.text for block in response.content if getattr(block, "type", None) == "text"
-        )
+    def _read(self, response: Any) -> Reply:
         usage = response.usage
-        input_tokens = (
-            (usage.input_tokens or 0)
-            + (getattr(usage, "cache_creation_input_tokens", None) or 0)
-            + (getattr(usage, "cache_read_input_tokens", None) or 0)
-        )
-        if input_tokens:
-            self.window.observe(fitted.messages, input_tokens)
-        return Completion(
-            text=text,
-            model=response.model or self.model,
-            input_tokens=input_tokens,
+        return Reply(
+            text="".join(
+                block.text for block in response.content if getattr(block, "type", None) == "text"
+            ),
+            input_tokens=(
+                (usage.input_tokens or 0)
+                + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+                + (getattr(usage, "cache_read_input_tokens", None) or 0)
+            ),
             output_tokens=usage.output_tokens or 0,
-            latency_s=latency_s,
-            attempts=attempts,
+            finish_reason=response.stop_reason,
+            truncated=response.stop_reason == "max_tokens",
             raw={
                 "id": response.id,
                 "stop_reason": response.stop_reason,
                 "usage": usage.model_dump(mode="json", exclude_none=True),
             },
-            finish_reason=response.stop_reason,
-            truncated=response.stop_reason == "max_tokens",
-            request={**fitted.summary(), "context_source": self.context_source},
         )
-
-    def _classify(self, exc: BaseException) -> Failure | None:
-        failure = classify_sdk_error(
-            exc,
-            anthropic,
-            anthropic.AnthropicError,
-            api="anthropic",
-            timeout_s=self.cfg.timeout_s,
-            base_url=self.base_url,
-        )
-        return failure.scrubbed(self._secret) if failure else None

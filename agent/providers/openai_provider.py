@@ -22,21 +22,15 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
-from collections.abc import Mapping
 from typing import Any
 
 import openai
 
-from agent.config import Price, ProviderConfig
 from agent.providers import server_info
-from agent.providers.base import Completion, Message, OperatorContext, ProviderError
-from agent.providers.context import ContextWindow, Fitted, call_fitted
-from agent.providers.retry import Failure, call_with_retries, classify_sdk_error
+from agent.providers.base import Message, ProviderError
+from agent.providers.sdk_provider import Reply, SdkProvider
 
 log = logging.getLogger(__name__)
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # Model families that reject `temperature` (they only sample at 1) and `max_tokens`.
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-[5-9])")
@@ -47,34 +41,24 @@ def is_reasoning_model(model: str) -> bool:
     return bool(_REASONING_MODEL.match(name)) and "-chat" not in name
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider):
     name = "openai"
+    DEFAULT_BASE_URL = "https://api.openai.com/v1"
+    _sdk = openai
+    _sdk_error = openai.OpenAIError
 
-    def __init__(
-        self,
-        cfg: ProviderConfig,
-        *,
-        api_key: str,
-        base_url: str | None,
-        model: str,
-        prices: Mapping[str, Price] | None = None,
-        context_tokens: int | None = None,
-    ) -> None:
-        self.cfg = cfg
-        self.model = model
-        self.prices = dict(prices or {})
-        self.base_url = base_url or DEFAULT_BASE_URL
-        self.official_api = base_url is None or "api.openai.com" in base_url
-        self._secret = api_key  # kept only to scrub it out of error text
-        self._client = openai.OpenAI(
-            api_key=api_key, base_url=self.base_url, timeout=cfg.timeout_s, max_retries=0
-        )
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.official_api = "api.openai.com" in self.base_url
         self._warned_temperature = False
-        self.window = ContextWindow(context_tokens, chars_per_token=cfg.chars_per_token)
-        self.context_source = "provider config" if context_tokens else None
         # OpenAI's own API does not describe context windows; other servers may.
-        self._asked_server = context_tokens is not None or self.official_api
+        self._asked_server = self.window.tokens is not None or self.official_api
         self._ask_lock = threading.Lock()
+
+    def _make_client(self, api_key: str) -> Any:
+        return openai.OpenAI(
+            api_key=api_key, base_url=self.base_url, timeout=self.cfg.timeout_s, max_retries=0
+        )
 
     @property
     def _headers(self) -> dict[str, str]:
@@ -122,53 +106,26 @@ class OpenAIProvider:
                 args["temperature"] = self.cfg.temperature
         return args
 
-    def _send(self, fitted: Fitted) -> tuple[Any, int]:
-        args = self.request_args(fitted.messages, fitted.max_output_tokens)
-        return call_with_retries(
-            lambda: self._client.chat.completions.create(**args),
-            self.cfg,
-            self._classify,
-            api="openai",
-        )
+    def _create(self, args: dict[str, Any]) -> Any:
+        return self._client.chat.completions.create(**args)
 
-    def complete(self, messages: list[Message], context: OperatorContext) -> Completion:
+    def _before_request(self) -> None:
         self.context_tokens  # noqa: B018 (asks the server once, before the first request)
-        start = time.monotonic()
-        response, attempts, fitted = call_fitted(
-            self.window, messages, self.cfg.max_output_tokens, self._send
-        )
-        latency_s = time.monotonic() - start
+
+    def _read(self, response: Any) -> Reply:
         if not response.choices:
             raise ProviderError(f"openai: the response from {self.model} has no choices")
         choice = response.choices[0]
-        text = choice.message.content or getattr(choice.message, "refusal", None) or ""
         usage = response.usage
-        if usage and usage.prompt_tokens:
-            self.window.observe(fitted.messages, usage.prompt_tokens)
-        return Completion(
-            text=text,
-            model=response.model or self.model,
+        return Reply(
+            text=choice.message.content or getattr(choice.message, "refusal", None) or "",
             input_tokens=usage.prompt_tokens if usage else 0,
             output_tokens=usage.completion_tokens if usage else 0,
-            latency_s=latency_s,
-            attempts=attempts,
+            finish_reason=choice.finish_reason,
+            truncated=choice.finish_reason == "length",
             raw={
                 "id": response.id,
                 "finish_reason": choice.finish_reason,
                 "usage": usage.model_dump(mode="json", exclude_none=True) if usage else None,
             },
-            finish_reason=choice.finish_reason,
-            truncated=choice.finish_reason == "length",
-            request={**fitted.summary(), "context_source": self.context_source},
         )
-
-    def _classify(self, exc: BaseException) -> Failure | None:
-        failure = classify_sdk_error(
-            exc,
-            openai,
-            openai.OpenAIError,
-            api="openai",
-            timeout_s=self.cfg.timeout_s,
-            base_url=self.base_url,
-        )
-        return failure.scrubbed(self._secret) if failure else None

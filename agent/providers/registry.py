@@ -82,32 +82,30 @@ def _require_key(name: str, env: Env) -> str:
     return key
 
 
-def _make_openai(cfg: ProviderConfig, env: Env) -> tuple[Provider, str]:
-    from agent.providers.openai_provider import OpenAIProvider
+def _make_sdk(name: str, cfg: ProviderConfig, env: Env) -> tuple[Provider, str]:
+    """An SDK-backed provider (`openai` or `anthropic`) from its key, base URL and the config."""
+    if name == "openai":
+        from agent.providers.openai_provider import OpenAIProvider as provider_class
+    else:
+        from agent.providers.anthropic_provider import AnthropicProvider as provider_class
 
-    key = _require_key("openai", env)
-    base_url = _env_value(env, BASE_URL_VARS["openai"])
-    model, prices = resolve_model_and_prices("openai", cfg)
-    window = resolve_context_tokens("openai", cfg, model)
-    provider = OpenAIProvider(
+    key = _require_key(name, env)
+    base_url = _env_value(env, BASE_URL_VARS[name])
+    model, prices = resolve_model_and_prices(name, cfg)
+    window = resolve_context_tokens(name, cfg, model)
+    provider = provider_class(
         cfg, api_key=key, base_url=base_url, model=model, prices=prices, context_tokens=window
     )
-    where = f" at {base_url} (OPENAI_BASE_URL)" if base_url else ""
-    return provider, f"openai, model {model}{where}"
+    where = f" at {base_url} ({BASE_URL_VARS[name]})" if base_url else ""
+    return provider, f"{name}, model {model}{where}"
+
+
+def _make_openai(cfg: ProviderConfig, env: Env) -> tuple[Provider, str]:
+    return _make_sdk("openai", cfg, env)
 
 
 def _make_anthropic(cfg: ProviderConfig, env: Env) -> tuple[Provider, str]:
-    from agent.providers.anthropic_provider import AnthropicProvider
-
-    key = _require_key("anthropic", env)
-    base_url = _env_value(env, BASE_URL_VARS["anthropic"])
-    model, prices = resolve_model_and_prices("anthropic", cfg)
-    window = resolve_context_tokens("anthropic", cfg, model)
-    provider = AnthropicProvider(
-        cfg, api_key=key, base_url=base_url, model=model, prices=prices, context_tokens=window
-    )
-    where = f" at {base_url} (ANTHROPIC_BASE_URL)" if base_url else ""
-    return provider, f"anthropic, model {model}{where}"
+    return _make_sdk("anthropic", cfg, env)
 
 
 def _make_builtin(cfg: ProviderConfig, env: Env) -> tuple[Provider, str]:

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from agent.providers.builtin import kernelsource
+from evaluator import safe_ast
 from evaluator.naming import kernel_function_name, normalize_op
 
 # Real dtypes the builtin kernels handle (complex, fp8 and wide unsigned types are declined).
@@ -233,7 +234,7 @@ def launched_jit_kernels(text: str) -> list[str]:
     stay a JITFunction, since Triton resolves device-side references through module globals.
     Kernels host code keeps in variables or tables (`kernel = _a if x else _b`) are covered too.
     """
-    tree = ast.parse(text)
+    tree = safe_ast.parse(text)
     jit_defs = [
         node
         for node in tree.body

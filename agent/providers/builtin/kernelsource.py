@@ -27,6 +27,8 @@ import functools
 import re
 from pathlib import Path
 
+from evaluator import safe_ast
+
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
 _SECTION = re.compile(r"^# ---- emitted: (\w+) ----\n", re.MULTILINE)
 _INLINE = re.compile(r"^# inline: (.+)$", re.MULTILINE)
@@ -55,7 +57,7 @@ def definitions(name: str) -> dict[str, str]:
     text = _text(name)
     lines = text.splitlines(keepends=True)
     parts: dict[str, str] = {}
-    for node in ast.parse(text).body:
+    for node in safe_ast.parse(text).body:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
             names = [node.name]
         elif isinstance(node, ast.Assign | ast.AnnAssign):
@@ -86,7 +88,7 @@ def _set_values(text: str, values: dict[str, str]) -> str:
     """Replace the value of each top-level single-line `NAME = value` named in `values`."""
     lines = text.splitlines(keepends=True)
     seen = set()
-    for node in ast.parse(text).body:
+    for node in safe_ast.parse(text).body:
         if not (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
