@@ -10,13 +10,16 @@ import pytest
 from conftest import FIXTURES
 
 from evaluator.config import EvalConfig
+from evaluator.hidden_cases import hidden_sets
 from evaluator.results import Status, flag_name
 from evaluator.sandbox import Sandbox
 from evaluator.testcase import parse_case
 
 ADVERSARIAL = FIXTURES / "kernels" / "adversarial"
 EXPECTED = json.loads((ADVERSARIAL / "EXPECTED.json").read_text())
-CASES = [parse_case("((T([37, 129], f32),), {})"), parse_case("((T([64, 128], f32),), {})")]
+SHOWN = [parse_case("((T([37, 129], f32),), {})"), parse_case("((T([64, 128], f32),), {})")]
+# as the final evaluation judges: the shown cases and a hidden set no prompt showed
+CASES = SHOWN + hidden_sets("relu.default", SHOWN, [], 2, "adversarial")[1]
 _EITHER = {"wrong_values": {"wrong_values", "nan_mismatch"}}
 
 
