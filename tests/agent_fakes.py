@@ -164,7 +164,10 @@ def fake_select(
     trace_file=None,
     max_cases_per_op: int = 10,
     prefer: Any = None,
+    hidden_per_set: int = 0,
+    hidden_salt: str = "",
 ) -> Selection:
+    """The fake suite's operators and cases, without hidden cases (tests count judged cases)."""
     names = ops or list(CASES)
     if num_operators:
         names = names[:num_operators]
