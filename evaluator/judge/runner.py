@@ -302,13 +302,29 @@ def _mark(what: str) -> None:
         print(f"runner {what} t={time.monotonic():.4f}", file=sys.stderr, flush=True)
 
 
-def _warm_cuda() -> None:
+def _warm_cuda(timing_lock: str | None) -> None:
     """Make the CUDA context and Triton's driver and launcher ready while the verifier computes
     its references, before confinement (the driver's first use opens and maps what the confined
-    process may no longer reach): the candidate's first call then pays only its own kernel."""
+    process may no longer reach): the candidate's first call then pays only its own kernel.
+    Under the shared GPU lock, as all correctness work: no warm-up lands in another sandbox's
+    timing; released after, so the verifier can take the lock alone to time."""
     import triton
     import triton.language as tl
 
+    lock = None
+    if timing_lock:
+        from evaluator.gpu_lock import GpuLock
+
+        lock = GpuLock(timing_lock)
+        lock.share()
+    try:
+        _warm_cuda_now(triton, tl)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _warm_cuda_now(triton: Any, tl: Any) -> None:
     torch.cuda.init()
     x = torch.zeros(1, device="cuda")
     try:
@@ -332,7 +348,7 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     device = spec["device"]
     inst = harness.Instruments.install(device)  # while the verifier computes its references
     if device == "cuda":
-        _warm_cuda()
+        _warm_cuda(spec.get("timing_lock"))
     _mark("ready")
     header, _ = channel.recv(sock, 0)
     if header.get("kind") != "load":
