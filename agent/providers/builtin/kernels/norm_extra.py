@@ -6,7 +6,7 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.pooling import _acc
+from agent.providers.builtin.kernels.pooling_common import _acc
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _num_sms, _pow2
 from agent.providers.builtin.kernels.tiles import (
     _CONSERVATIVE,
