@@ -72,6 +72,20 @@ _SPECS: dict[str, tuple[int, str, str]] = {
 }
 
 
+# The kernels between the header and the planner, in the order the emitted file holds them.
+_KERNELS = "".join(
+    kernelsource.emitted(name, section)
+    for name, section in (
+        ("softmax_rows", "rows"),
+        ("softmax_windows", "windows"),
+        ("softmax_long_rows", "long_rows"),
+        ("softmax_smem", "smem"),
+        ("softmax_cols", "cols"),
+        ("softmax", "plans"),
+    )
+)
+
+
 def _write(request: KernelRequest) -> str | None:
     spec = _SPECS.get(request.op)
     if spec is None:
@@ -86,7 +100,8 @@ def _write(request: KernelRequest) -> str | None:
         ),
         kernelsource.emitted(
             "softmax", "main", values={"_CONSERVATIVE": str(variant >= 1), "_MODE": str(mode)}
-        ),
+        )
+        + _KERNELS,
         codegen.entry_point(request.op, body),
     )
 
