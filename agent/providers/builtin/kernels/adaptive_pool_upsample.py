@@ -5,25 +5,11 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _OP
-from agent.providers.builtin.kernels.pooling_common import (
-    _PLANS,
-    _acc,
-    _coords,
-    _dense_strides,
-    _is_cl,
-    _key,
-    _pair,
-    _planes,
-    _remember,
-    _tiles,
-    _wide,
-)
-from agent.providers.builtin.kernels.pooling_common import (
-    _ADAPTIVE_ELEMS,
-    _ADAPTIVE_WARPS,
-    _UPSAMPLE_ELEMS,
-    _UPSAMPLE_WARPS,
-)
+from agent.providers.builtin.kernels.pooling_common import _PLANS, _acc, _coords, _dense_strides
+from agent.providers.builtin.kernels.pooling_common import _is_cl, _key, _pair, _planes, _remember
+from agent.providers.builtin.kernels.pooling_common import _tiles, _wide
+from agent.providers.builtin.kernels.pooling_common import _ADAPTIVE_ELEMS, _ADAPTIVE_WARPS
+from agent.providers.builtin.kernels.pooling_common import _UPSAMPLE_ELEMS, _UPSAMPLE_WARPS
 
 
 # ---- emitted: adaptive ----

@@ -6,39 +6,20 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _pow2
-from agent.providers.builtin.kernels.pooling_common import (
-    _AVG_POOL_BWD_TILE,
-    _AVG_POOL_FLAT,
-    _AVG_POOL_TILE,
-    _PLANS,
-    _acc,
-    _avg_of_window,
-    _coords,
-    _dense_strides,
-    _floor_pow2,
-    _is_cl,
-    _key,
-    _pair,
-    _planes,
-    _pool_out,
-    _remember,
-    _strides4,
-    _tile_rq,
-    _tiles,
-    _wide,
-)
-from agent.providers.builtin.kernels.pooling_common import (
-    _AVG_POOL_BWD_ELEMS,
-    _AVG_POOL_BWD_TILE_ELEMS,
-    _AVG_POOL_BWD_TILE_WARPS,
-    _AVG_POOL_BWD_WARPS,
-    _AVG_POOL_ELEMS,
-    _AVG_POOL_FLAT_ELEMS,
-    _AVG_POOL_FLAT_WARPS,
-    _AVG_POOL_TILE_ELEMS,
-    _AVG_POOL_TILE_WARPS,
-    _AVG_POOL_WARPS,
-)
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_TILE, _AVG_POOL_FLAT
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_TILE, _PLANS, _acc
+from agent.providers.builtin.kernels.pooling_common import _avg_of_window, _coords, _dense_strides
+from agent.providers.builtin.kernels.pooling_common import _floor_pow2, _is_cl, _key, _pair
+from agent.providers.builtin.kernels.pooling_common import _planes, _pool_out, _remember, _strides4
+from agent.providers.builtin.kernels.pooling_common import _tile_rq, _tiles, _wide
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_ELEMS
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_TILE_ELEMS
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_TILE_WARPS
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_WARPS, _AVG_POOL_ELEMS
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_FLAT_ELEMS
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_FLAT_WARPS
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_TILE_ELEMS
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_TILE_WARPS, _AVG_POOL_WARPS
 
 
 # ---- emitted: avg_pool ----

@@ -5,25 +5,10 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _pdl_enter,
-    _pdl_launch,
-    _pdl_ok,
-    _pow2,
-)
-from agent.providers.builtin.kernels.norm_shared import (
-    _CONSERVATIVE,
-    _INTERPRET,
-    _acc,
-    _stat_dtype,
-    _target_programs,
-    _warps,
-)
-from agent.providers.builtin.kernels.batch_norm_partials import (
-    _bn_partials,
-    _bn_warp_tree,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _pdl_enter, _pdl_launch, _pdl_ok, _pow2
+from agent.providers.builtin.kernels.norm_shared import _CONSERVATIVE, _INTERPRET, _acc
+from agent.providers.builtin.kernels.norm_shared import _stat_dtype, _target_programs, _warps
+from agent.providers.builtin.kernels.batch_norm_partials import _bn_partials, _bn_warp_tree
 
 
 # ---- emitted: main ----

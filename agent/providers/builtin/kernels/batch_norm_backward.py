@@ -5,39 +5,15 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _num_sms,
-    _pdl_launch,
-    _pdl_ok,
-    _pow2,
-    gl,
-    gluon,
-)
-from agent.providers.builtin.kernels.batch_norm import (
-    _BN_APPLY_REVERSE,
-    _BN_EAGER_INCR,
-    _BN_EAGER_SPLIT,
-    _BN_EAGER_UNROLL,
-    _BN_EAGER_WARPS,
-    _BN_FUSED_MAX,
-    _BN_PDL,
-    _bn_apply_plan,
-    _bn_channel,
-    _bn_geometry,
-    _bn_plan,
-    _eager_block,
-    _eager_nchw,
-)
-from agent.providers.builtin.kernels.norm_shared import (
-    _INTERPRET,
-    _acc,
-    _warps,
-)
-from agent.providers.builtin.kernels.batch_norm_partials import (
-    _bn_eager_partials,
-    _bn_partials,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _num_sms, _pdl_launch, _pdl_ok, _pow2
+from agent.providers.builtin.kernels.runtime import gl, gluon
+from agent.providers.builtin.kernels.batch_norm import _BN_APPLY_REVERSE, _BN_EAGER_INCR
+from agent.providers.builtin.kernels.batch_norm import _BN_EAGER_SPLIT, _BN_EAGER_UNROLL
+from agent.providers.builtin.kernels.batch_norm import _BN_EAGER_WARPS, _BN_FUSED_MAX, _BN_PDL
+from agent.providers.builtin.kernels.batch_norm import _bn_apply_plan, _bn_channel, _bn_geometry
+from agent.providers.builtin.kernels.batch_norm import _bn_plan, _eager_block, _eager_nchw
+from agent.providers.builtin.kernels.norm_shared import _INTERPRET, _acc, _warps
+from agent.providers.builtin.kernels.batch_norm_partials import _bn_eager_partials, _bn_partials
 from agent.providers.builtin.kernels import batch_norm_smem
 
 

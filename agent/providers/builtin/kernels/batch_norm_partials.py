@@ -1,12 +1,10 @@
 """Batch norm per-channel partial sums: split programs writing shifted sums, and for f16/bf16 NCHW
 backward the emulation of CUDA eager's block reduction (`_bn_eager_partials`)."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _pdl_enter,
-)
+from agent.providers.builtin.kernels.runtime import _pdl_enter
 
 # ---- emitted: partials ----
 

@@ -1,13 +1,7 @@
 """Batch norm backward with each channel held in shared memory (Gluon; GPU only)."""
 
 
-from agent.providers.builtin.kernels.runtime import (
-    _gl_barrier,
-    _gl_copy,
-    async_copy,
-    gl,
-    gluon,
-)
+from agent.providers.builtin.kernels.runtime import _gl_barrier, _gl_copy, async_copy, gl, gluon  # noqa: I001  (one line per import, lint-only)
 
 # ---- emitted: smem ----
 

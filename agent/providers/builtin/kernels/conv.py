@@ -6,25 +6,11 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _OP, _cdiv, _pow2
-from agent.providers.builtin.kernels.conv_common import (
-    _INTERPRET,
-    _col,
-    _direct_tiles,
-    _empty_like_layout,
-    _gemm_tiles,
-    _geometry,
-    _launch_tuned,
-    _needs_int64,
-    _precision,
-    _quick_bench,
-    _row,
-    _staged,
-    _tuned,
-)
-from agent.providers.builtin.kernels.conv_pointwise import (
-    _pointwise,
-    _pw_gemm,
-)
+from agent.providers.builtin.kernels.conv_common import _INTERPRET, _col, _direct_tiles
+from agent.providers.builtin.kernels.conv_common import _empty_like_layout, _gemm_tiles, _geometry
+from agent.providers.builtin.kernels.conv_common import _launch_tuned, _needs_int64, _precision
+from agent.providers.builtin.kernels.conv_common import _quick_bench, _row, _staged, _tuned
+from agent.providers.builtin.kernels.conv_pointwise import _pointwise, _pw_gemm
 
 
 # ---- emitted: forward ----

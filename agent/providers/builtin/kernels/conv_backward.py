@@ -6,31 +6,18 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.conv_common import (
-    _clamp_pow2,
-    _direct_tiles,
-    _empty_like_layout,
-    _gemm_tiles,
-    _geometry,
-    _needs_int64,
-    _precision,
-    _staged,
-)
-from agent.providers.builtin.kernels.conv_pointwise import (
-    _pixel_vec,
-    _pointwise,
-    _pw_gemm,
-)
+from agent.providers.builtin.kernels.conv_common import _clamp_pow2, _direct_tiles
+from agent.providers.builtin.kernels.conv_common import _empty_like_layout, _gemm_tiles, _geometry
+from agent.providers.builtin.kernels.conv_common import _needs_int64, _precision, _staged
+from agent.providers.builtin.kernels.conv_pointwise import _pixel_vec, _pointwise, _pw_gemm
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _OP, _cdiv, _num_sms
-from agent.providers.builtin.kernels.conv_backward_kernels import (
-    _bwd_bias_kernel,
-    _bwd_input_direct_kernel,
-    _bwd_input_kernel,
-    _bwd_weight_direct_kernel,
-    _bwd_weight_kernel,
-    _row_sums_by_dot,
-    _sum_splits_kernel,
-)
+from agent.providers.builtin.kernels.conv_backward_kernels import _bwd_bias_kernel
+from agent.providers.builtin.kernels.conv_backward_kernels import _bwd_input_direct_kernel
+from agent.providers.builtin.kernels.conv_backward_kernels import _bwd_input_kernel
+from agent.providers.builtin.kernels.conv_backward_kernels import _bwd_weight_direct_kernel
+from agent.providers.builtin.kernels.conv_backward_kernels import _bwd_weight_kernel
+from agent.providers.builtin.kernels.conv_backward_kernels import _row_sums_by_dot
+from agent.providers.builtin.kernels.conv_backward_kernels import _sum_splits_kernel
 
 
 # ---- emitted: knobs ----

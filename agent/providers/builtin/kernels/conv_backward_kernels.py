@@ -1,13 +1,10 @@
 """Convolution backward kernels: implicit-GEMM grad_input and grad_weight (split over pixels),
 grad_bias, the split sums, and the direct (depthwise) forms."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.conv_common import (
-    _col,
-    _row,
-)
+from agent.providers.builtin.kernels.conv_common import _col, _row
 
 # ---- emitted: kernels ----
 

@@ -6,15 +6,9 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _cdiv, _pow2
-from agent.providers.builtin.kernels.conv_common import (
-    _INT32_MAX,
-    _INTERPRET,
-    _clamp_pow2,
-    _launch_tuned,
-    _precision,
-    _quick_bench,
-    _tuned,
-)
+from agent.providers.builtin.kernels.conv_common import _INT32_MAX, _INTERPRET, _clamp_pow2
+from agent.providers.builtin.kernels.conv_common import _launch_tuned, _precision, _quick_bench
+from agent.providers.builtin.kernels.conv_common import _tuned
 
 
 # ---- emitted: pointwise ----

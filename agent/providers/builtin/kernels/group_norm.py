@@ -6,16 +6,10 @@ import triton.language as tl
 
 from agent.providers.builtin.kernels.pooling_common import _acc
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _num_sms, _pow2
-from agent.providers.builtin.kernels.tiles import (
-    _CONSERVATIVE,
-    _tile_cap,
-)
-from agent.providers.builtin.kernels.group_norm_kernels import (
-    _gn_apply_kernel,
-    _gn_partials_kernel,
-    _gn_pipe_kernel,
-    _gn_whole_kernel,
-)
+from agent.providers.builtin.kernels.tiles import _CONSERVATIVE, _tile_cap
+from agent.providers.builtin.kernels.group_norm_kernels import _gn_apply_kernel
+from agent.providers.builtin.kernels.group_norm_kernels import _gn_partials_kernel, _gn_pipe_kernel
+from agent.providers.builtin.kernels.group_norm_kernels import _gn_whole_kernel
 
 
 # ---- emitted: knobs ----

@@ -1,7 +1,7 @@
 """native_group_norm kernels: split partial sums and apply, whole groups in registers, and the
 persistent pipelined form for long one-channel f16/bf16 groups."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
 # ---- emitted: kernels ----

@@ -5,18 +5,9 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _pow2,
-)
-from agent.providers.builtin.kernels.norm_shared import (
-    _CONSERVATIVE,
-    _INTERPRET,
-    _acc,
-    _stat_dtype,
-    _target_programs,
-    _warps,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _pow2
+from agent.providers.builtin.kernels.norm_shared import _CONSERVATIVE, _INTERPRET, _acc
+from agent.providers.builtin.kernels.norm_shared import _stat_dtype, _target_programs, _warps
 
 
 # ---- emitted: common ----

@@ -5,25 +5,11 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _pdl_enter,
-    _pdl_launch,
-    _pdl_ok,
-    _pow2,
-)
-from agent.providers.builtin.kernels.norm_shared import (
-    _CONSERVATIVE,
-    _INTERPRET,
-    _acc,
-    _target_programs,
-    _warps,
-)
-from agent.providers.builtin.kernels.layer_norm import (
-    _contiguous_strides,
-    _ln_blocks,
-    _split_shape,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _pdl_enter, _pdl_launch, _pdl_ok, _pow2
+from agent.providers.builtin.kernels.norm_shared import _CONSERVATIVE, _INTERPRET, _acc
+from agent.providers.builtin.kernels.norm_shared import _target_programs, _warps
+from agent.providers.builtin.kernels.layer_norm import _contiguous_strides, _ln_blocks
+from agent.providers.builtin.kernels.layer_norm import _split_shape
 
 
 # ---- emitted: backward ----

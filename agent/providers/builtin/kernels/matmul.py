@@ -6,14 +6,8 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _num_sms,
-    _pdl_enter,
-    _pdl_launch,
-    _pdl_ok,
-    _pow2,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _num_sms, _pdl_enter, _pdl_launch
+from agent.providers.builtin.kernels.runtime import _pdl_ok, _pow2
 
 
 # ---- emitted: main ----

@@ -6,30 +6,12 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _cdiv
-from agent.providers.builtin.kernels.pooling_common import (
-    _PLANS,
-    _acc,
-    _coords,
-    _dense_strides,
-    _is_cl,
-    _key,
-    _pair,
-    _planes,
-    _pool_out,
-    _remember,
-    _strides4,
-    _tiles,
-    _wide,
-)
-from agent.providers.builtin.kernels.max_pool_backward_s2 import (
-    _max_pool_bwd_s2_plan,
-)
-from agent.providers.builtin.kernels.pooling_common import (
-    _MAX_POOL_BWD_ELEMS,
-    _MAX_POOL_BWD_WARPS,
-    _MAX_POOL_ELEMS,
-    _MAX_POOL_WARPS,
-)
+from agent.providers.builtin.kernels.pooling_common import _PLANS, _acc, _coords, _dense_strides
+from agent.providers.builtin.kernels.pooling_common import _is_cl, _key, _pair, _planes, _pool_out
+from agent.providers.builtin.kernels.pooling_common import _remember, _strides4, _tiles, _wide
+from agent.providers.builtin.kernels.max_pool_backward_s2 import _max_pool_bwd_s2_plan
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_ELEMS, _MAX_POOL_BWD_WARPS
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_ELEMS, _MAX_POOL_WARPS
 
 
 # ---- emitted: kernels ----

@@ -1,25 +1,17 @@
 """max_pool2d backward for stride-2 windows that tile the plane: each program owns whole output
 blocks and reads window pairs as aligned vectors, no atomics."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.pooling_common import (
-    _MAX_POOL_BWD_S2,
-    _MAX_POOL_BWD_S2_ELEMS,
-    _MAX_POOL_BWD_S2_VEC,
-    _MAX_POOL_BWD_S2_VEC_ELEMS,
-    _MAX_POOL_BWD_S2_VEC_ROWS,
-    _MAX_POOL_BWD_S2_VEC_WARPS,
-    _MAX_POOL_BWD_S2_WARPS,
-    _acc,
-    _floor_pow2,
-    _is_cl,
-    _planes,
-    _strides4,
-    _tile_rq,
-    _wide,
-)
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_S2, _MAX_POOL_BWD_S2_ELEMS
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_S2_VEC
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_S2_VEC_ELEMS
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_S2_VEC_ROWS
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_S2_VEC_WARPS
+from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_S2_WARPS, _acc
+from agent.providers.builtin.kernels.pooling_common import _floor_pow2, _is_cl, _planes, _strides4
+from agent.providers.builtin.kernels.pooling_common import _tile_rq, _wide
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _pow2
 from agent.providers.builtin.kernels.tiles import _CONSERVATIVE
 

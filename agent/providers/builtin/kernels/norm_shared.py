@@ -4,9 +4,7 @@ flag, the variant's tile policy, statistics dtype and warp choice."""
 import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _num_sms,
-)
+from agent.providers.builtin.kernels.runtime import _num_sms
 
 
 # ---- emitted: header ----

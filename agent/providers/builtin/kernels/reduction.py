@@ -6,11 +6,7 @@ normalisation, the [outer, R, inner] view and the tile and split choice. Placeho
 import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _num_sms,
-    _pow2,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _num_sms, _pow2
 
 
 # ---- emitted: prelude ----

@@ -5,25 +5,10 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _pdl_enter,
-    _pdl_launch,
-    _pdl_ok,
-    _pow2,
-)
-from agent.providers.builtin.kernels.reduction import (
-    _SPLIT_PDL,
-    _as_outer_r_inner,
-    _col_blocks,
-    _out_shape,
-    _prod,
-    _row_blocks,
-    _split,
-    _target_programs,
-    _tl_dtype,
-    _warps,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _pdl_enter, _pdl_launch, _pdl_ok, _pow2
+from agent.providers.builtin.kernels.reduction import _SPLIT_PDL, _as_outer_r_inner, _col_blocks
+from agent.providers.builtin.kernels.reduction import _out_shape, _prod, _row_blocks, _split
+from agent.providers.builtin.kernels.reduction import _target_programs, _tl_dtype, _warps
 
 
 # ---- emitted: extremes ----

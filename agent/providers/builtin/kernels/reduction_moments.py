@@ -5,26 +5,10 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _pdl_enter,
-    _pdl_launch,
-    _pdl_ok,
-    _pow2,
-)
-from agent.providers.builtin.kernels.reduction import (
-    _SPLIT_PDL,
-    _acc_dtype,
-    _as_outer_r_inner,
-    _col_blocks,
-    _out_shape,
-    _prod,
-    _row_blocks,
-    _split,
-    _target_programs,
-    _tl_dtype,
-    _warps,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _pdl_enter, _pdl_launch, _pdl_ok, _pow2
+from agent.providers.builtin.kernels.reduction import _SPLIT_PDL, _acc_dtype, _as_outer_r_inner
+from agent.providers.builtin.kernels.reduction import _col_blocks, _out_shape, _prod, _row_blocks
+from agent.providers.builtin.kernels.reduction import _split, _target_programs, _tl_dtype, _warps
 
 
 # ---- emitted: moments ----

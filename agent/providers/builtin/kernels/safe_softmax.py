@@ -5,12 +5,7 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _pow2
-from agent.providers.builtin.kernels.tiles import (
-    _CONSERVATIVE,
-    _prod,
-    _tile_cap,
-    _wrap_dim,
-)
+from agent.providers.builtin.kernels.tiles import _CONSERVATIVE, _prod, _tile_cap, _wrap_dim
 
 
 # ---- emitted: safe_softmax ----

@@ -11,30 +11,14 @@ import torch  # noqa: I001  (the emitted part's own imports follow the marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _num_sms,
-    _pow2,
-    gl,
-    gluon,
-)
-from agent.providers.builtin.kernels.softmax_cols import (
-    _cols_kernel,
-)
-from agent.providers.builtin.kernels.softmax_rows import (
-    _flat_rows_kernel,
-    _rows_const_kernel,
-    _rows_kernel,
-)
-from agent.providers.builtin.kernels.softmax_long_rows import (
-    _long_rows_kernel,
-    _row_body_kernel,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _num_sms, _pow2, gl, gluon
+from agent.providers.builtin.kernels.softmax_cols import _cols_kernel
+from agent.providers.builtin.kernels.softmax_rows import _flat_rows_kernel, _rows_const_kernel
+from agent.providers.builtin.kernels.softmax_rows import _rows_kernel
+from agent.providers.builtin.kernels.softmax_long_rows import _long_rows_kernel, _row_body_kernel
 from agent.providers.builtin.kernels import softmax_smem
-from agent.providers.builtin.kernels.softmax_windows import (
-    _window_rows_kernel,
-    _window_stream_kernel,
-)
+from agent.providers.builtin.kernels.softmax_windows import _window_rows_kernel
+from agent.providers.builtin.kernels.softmax_windows import _window_stream_kernel
 
 
 _smem_rows = getattr(softmax_smem, "_smem_rows", None)  # Gluon only

@@ -1,11 +1,9 @@
 """Softmax along a dim that is not the innermost: columns of the inner extent reduced per program."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.softmax_rows import (
-    _finish,
-)
+from agent.providers.builtin.kernels.softmax_rows import _finish
 
 # ---- emitted: cols ----
 

@@ -1,12 +1,10 @@
 """Softmax kernels for rows longer than a tile: `_row_body_kernel` (unaligned rows, a body of
 whole tiles and a tail) and `_long_rows_kernel` (two passes, persistent grid for wide rows)."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.softmax_rows import (
-    _finish,
-)
+from agent.providers.builtin.kernels.softmax_rows import _finish
 
 # ---- emitted: long_rows ----
 

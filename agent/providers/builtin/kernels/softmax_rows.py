@@ -2,7 +2,7 @@
 row tiles (`_rows_kernel`, `_rows_const_kernel` for a constant row length) and short rows
 packed flat (`_flat_rows_kernel`)."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
 # ---- emitted: rows ----

@@ -1,13 +1,7 @@
 """Softmax for long f32 rows held in shared memory (Gluon; GPU only): each row read from HBM once."""
 
 
-from agent.providers.builtin.kernels.runtime import (
-    _gl_barrier,
-    _gl_copy,
-    async_copy,
-    gl,
-    gluon,
-)
+from agent.providers.builtin.kernels.runtime import _gl_barrier, _gl_copy, async_copy, gl, gluon  # noqa: I001  (one line per import, lint-only)
 
 # ---- emitted: smem ----
 

@@ -1,12 +1,10 @@
 """Softmax kernels for short rows (up to 128, e.g. 49-wide attention windows) read as flat
 vectors: each row's max and sum by masked window arithmetic over a contiguous stream."""
 
-import triton
+import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
-from agent.providers.builtin.kernels.softmax_rows import (
-    _finish,
-)
+from agent.providers.builtin.kernels.softmax_rows import _finish
 
 # ---- emitted: windows ----
 
