@@ -5,8 +5,8 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _OP
-from agent.providers.builtin.kernels.pooling_common import _PLANS, _acc, _coords, _dense_strides
-from agent.providers.builtin.kernels.pooling_common import _is_cl, _key, _pair, _planes, _remember
+from agent.providers.builtin.kernels.pooling_common import _acc, _coords, _dense_strides
+from agent.providers.builtin.kernels.pooling_common import _is_cl, _key, _pair, _planes, _planned
 from agent.providers.builtin.kernels.pooling_common import _tiles, _wide
 from agent.providers.builtin.kernels.pooling_common import _ADAPTIVE_ELEMS, _ADAPTIVE_WARPS
 from agent.providers.builtin.kernels.pooling_common import _UPSAMPLE_ELEMS, _UPSAMPLE_WARPS
@@ -61,9 +61,7 @@ def _adaptive_plan(self, output_size):
 
 def _adaptive_avg_pool2d(self, output_size):
     key = (self.shape, self.stride(), self.dtype, _key(output_size))
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _remember(key, _adaptive_plan(self, output_size))
+    plan = _planned(key, _adaptive_plan, self, output_size)
     shape, strides, grid, args, meta = plan
     out = torch.empty_strided(shape, strides, dtype=self.dtype, device=self.device)
     if grid is not None:
@@ -132,10 +130,7 @@ def _area_scale(in_size, out_size, align_corners, scale):
 def _upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
     key = ("up", self.shape, self.stride(), self.dtype, self.device, _key(output_size),
            bool(align_corners), scales_h, scales_w)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _remember(key, _upsample_plan(self, output_size, align_corners, scales_h,
-                                             scales_w))
+    plan = _planned(key, _upsample_plan, self, output_size, align_corners, scales_h, scales_w)
     shape, fmt, grid, args, meta = plan
     out = torch.empty(shape, dtype=self.dtype, device=self.device, memory_format=fmt)
     if grid is not None:

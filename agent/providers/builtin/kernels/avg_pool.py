@@ -7,10 +7,10 @@ import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _INTERPRET, _cdiv, _pow2
 from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_TILE, _AVG_POOL_FLAT
-from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_TILE, _PLANS, _acc
+from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_TILE, _acc
 from agent.providers.builtin.kernels.pooling_common import _avg_of_window, _coords, _dense_strides
 from agent.providers.builtin.kernels.pooling_common import _floor_pow2, _is_cl, _key, _pair
-from agent.providers.builtin.kernels.pooling_common import _planes, _pool_out, _remember, _strides4
+from agent.providers.builtin.kernels.pooling_common import _planes, _pool_out, _planned, _strides4
 from agent.providers.builtin.kernels.pooling_common import _tile_rq, _tiles, _wide
 from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_ELEMS
 from agent.providers.builtin.kernels.pooling_common import _AVG_POOL_BWD_TILE_ELEMS
@@ -318,10 +318,8 @@ def _avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_
                 divisor_override=None):
     key = ("fwd", self.shape, self.stride(), self.dtype, _key(kernel_size), _key(stride),
            _key(padding), bool(ceil_mode), bool(count_include_pad), divisor_override)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _remember(key, _avg_pool_plan(self, kernel_size, stride, padding, ceil_mode,
-                                             count_include_pad, divisor_override))
+    plan = _planned(key, _avg_pool_plan, self, kernel_size, stride, padding, ceil_mode,
+                    count_include_pad, divisor_override)
     shape, strides, kernel, grid, args, meta = plan
     out = torch.empty_strided(shape, strides, dtype=self.dtype, device=self.device)
     if grid is not None:
@@ -356,10 +354,8 @@ def _avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_m
     key = ("bwd", self.shape, self.stride(), grad_output.shape, grad_output.stride(),
            grad_output.dtype, _key(kernel_size), _key(stride), _key(padding), bool(count_include_pad),
            divisor_override)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _remember(key, _avg_pool_bwd_plan(grad_output, self, kernel_size, stride, padding,
-                                                 count_include_pad, divisor_override))
+    plan = _planned(key, _avg_pool_bwd_plan, grad_output, self, kernel_size, stride, padding,
+                    count_include_pad, divisor_override)
     shape, strides, kernel, grid, args, meta = plan
     out = torch.empty_strided(shape, strides, dtype=grad_output.dtype, device=self.device)
     if grid is not None:

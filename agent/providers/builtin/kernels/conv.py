@@ -11,6 +11,7 @@ from agent.providers.builtin.kernels.conv_common import _empty_like_layout, _gem
 from agent.providers.builtin.kernels.conv_common import _launch_tuned, _needs_int64, _precision
 from agent.providers.builtin.kernels.conv_common import _quick_bench, _row, _staged, _tuned
 from agent.providers.builtin.kernels.conv_pointwise import _pointwise, _pw_gemm
+from agent.providers.builtin.kernels.conv_common import _mma
 
 
 # ---- emitted: forward ----
@@ -111,13 +112,7 @@ def _conv_gemm_kernel(
                         mask=ok, other=0.0)
             b = tl.load(w_ptr + _row(c * swc + kh * swh + kw * sww, T) + _col(w_col, T),
                         mask=_row(kin, T), other=0.0)
-            if WIDEN:
-                a = a.to(tl.float32)
-                b = b.to(tl.float32)
-            if T:
-                acc = tl.dot(b, a, acc, input_precision=PREC, out_dtype=acc.dtype)
-            else:
-                acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
+            acc = _mma(acc, a, b, WIDEN, PREC, T)
     else:
         # many channels: the pixel offsets and padding mask are computed once per (kh, kw)
         for r in range(0, KHW):
@@ -139,13 +134,7 @@ def _conv_gemm_kernel(
                     cin = cc < CG
                     a = tl.load(a_ptrs, mask=ok & _col(cin, T), other=0.0)
                     b = tl.load(b_ptrs, mask=_row(cin, T), other=0.0)
-                if WIDEN:
-                    a = a.to(tl.float32)
-                    b = b.to(tl.float32)
-                if T:
-                    acc = tl.dot(b, a, acc, input_precision=PREC, out_dtype=acc.dtype)
-                else:
-                    acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
+                acc = _mma(acc, a, b, WIDEN, PREC, T)
     if HAS_BIAS:
         acc += _col(tl.load(b_ptr + oc * sb).to(tl.float32), T)
     y_ptrs = y_ptr + _row(img * syn + oh * syh + ow * syw, T) + _col(oc * syc, T)

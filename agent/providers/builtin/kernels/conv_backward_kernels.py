@@ -5,6 +5,7 @@ import triton  # noqa: I001  (one line per import, lint-only)
 import triton.language as tl
 
 from agent.providers.builtin.kernels.conv_common import _col, _row
+from agent.providers.builtin.kernels.conv_common import _mma
 
 # ---- emitted: kernels ----
 
@@ -74,13 +75,7 @@ def _bwd_input_kernel(
                 jin = jj < OCG
                 a = tl.load(a_ptrs, mask=ok_row & _col(jin, T), other=0.0)
                 b = tl.load(b_ptrs, mask=_row(jin, T), other=0.0)
-            if WIDEN:
-                a = a.to(tl.float32)
-                b = b.to(tl.float32)
-            if T:
-                acc = tl.dot(b, a, acc, input_precision=PREC, out_dtype=acc.dtype)
-            else:
-                acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
+            acc = _mma(acc, a, b, WIDEN, PREC, T)
     ptrs = gi_ptr + _row(img * sin + ih * sih + iw * siw, T) + _col(c * sic, T)
     mask = _row(rm < M, T) & _col(rn < CG, T)
     tl.store(ptrs, acc.to(gi_ptr.dtype.element_ty), mask=mask)

@@ -204,6 +204,19 @@ def _col(v, T: tl.constexpr):
         return v[None, :]
 
 
+@triton.jit
+def _mma(acc, a, b, WIDEN: tl.constexpr, PREC: tl.constexpr, T: tl.constexpr):
+    """acc + a @ b, or b @ a when T (the tile is held transposed); fp32 operands when WIDEN."""
+    if WIDEN:
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    if T:
+        acc = tl.dot(b, a, acc, input_precision=PREC, out_dtype=acc.dtype)
+    else:
+        acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
+    return acc
+
+
 _BENCH_REPS = 10  # timed calls per config: a few ms each, inside a verdict's time budget
 _BENCH_WAIT_CYCLES = 400_000  # GPU wait before each timed call (~200 us at the H200's clock)
 

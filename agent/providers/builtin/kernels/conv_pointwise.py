@@ -9,6 +9,7 @@ from agent.providers.builtin.kernels.runtime import _cdiv, _pow2
 from agent.providers.builtin.kernels.conv_common import _INT32_MAX, _INTERPRET, _clamp_pow2
 from agent.providers.builtin.kernels.conv_common import _launch_tuned, _precision, _quick_bench
 from agent.providers.builtin.kernels.conv_common import _tuned
+from agent.providers.builtin.kernels.conv_common import _mma
 
 
 # ---- emitted: pointwise ----
@@ -74,10 +75,7 @@ def _pw_gemm_kernel(
             kin = k0 + rk < K
             a = tl.load(a_ptrs, mask=kin[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=kin[:, None] & pin, other=0.0)
-        if WIDEN:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc, input_precision=PREC, out_dtype=acc.dtype)
+        acc = _mma(acc, a, b, WIDEN, PREC, False)
         a_ptrs += BLOCK_K * sak
         b_ptrs += BLOCK_K * HW
     if HAS_BIAS:

@@ -40,6 +40,19 @@ def _ln_bwd_tile(g_ptr, x_ptr, rows, row_ok, cols, col_ok, N, mean, rstd, ACC: t
 
 
 @triton.jit
+def _ln_bwd_step(g_ptr, x_ptr, w_ptr, rows, row_ok, first, N, mean, rstd, HAS_W: tl.constexpr,
+                 ACC: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A two-pass row step's tile at columns [first, first + BLOCK_N): offsets, mask, g times
+    the weight, and xhat (0 outside)."""
+    cols = first + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    offs, m, g, xhat = _ln_bwd_tile(g_ptr, x_ptr, rows, row_ok, cols, col_ok, N, mean, rstd, ACC)
+    if HAS_W:
+        g = g * tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
+    return offs, m, g, xhat
+
+
+@triton.jit
 def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP,
             HAS_W: tl.constexpr, WANT_DX: tl.constexpr, WANT_DW: tl.constexpr,
             WANT_DB: tl.constexpr, ACC: tl.constexpr, ONE_PASS: tl.constexpr,
@@ -113,28 +126,15 @@ def _ln_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, M, N, RPP
                 a1 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
                 a2 = tl.zeros([BLOCK_M, BLOCK_N], ACC)
                 for c0 in range(0, N, BLOCK_N):
-                    cols = c0 + tl.arange(0, BLOCK_N)
-                    col_ok = cols < N
-                    m = row_ok[:, None] & col_ok[None, :]
-                    offs = rows[:, None] * N + cols[None, :]
-                    x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
-                    g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
-                    if HAS_W:
-                        g = g * tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
-                    a1 += g * tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
+                    offs, m, g, xhat = _ln_bwd_step(g_ptr, x_ptr, w_ptr, rows, row_ok, c0, N,
+                                                    mean, rstd, HAS_W, ACC, BLOCK_N)
+                    a1 += g * xhat
                     a2 += g
                 c1 = tl.sum(a1, axis=1) / N
                 c2 = tl.sum(a2, axis=1) / N
                 for c0 in range(0, N, BLOCK_N):
-                    cols = c0 + tl.arange(0, BLOCK_N)
-                    col_ok = cols < N
-                    m = row_ok[:, None] & col_ok[None, :]
-                    offs = rows[:, None] * N + cols[None, :]
-                    x = tl.load(x_ptr + offs, mask=m, other=0).to(ACC)
-                    g = tl.load(g_ptr + offs, mask=m, other=0).to(ACC)
-                    if HAS_W:
-                        g = g * tl.load(w_ptr + cols, mask=col_ok, other=0).to(ACC)[None, :]
-                    xhat = (x - mean[:, None]) * rstd[:, None]
+                    offs, m, g, xhat = _ln_bwd_step(g_ptr, x_ptr, w_ptr, rows, row_ok, c0, N,
+                                                    mean, rstd, HAS_W, ACC, BLOCK_N)
                     dx = (g - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
                     tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=m)
         if WANT_DW or WANT_DB:

@@ -6,9 +6,9 @@ import triton
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _cdiv
-from agent.providers.builtin.kernels.pooling_common import _PLANS, _acc, _coords, _dense_strides
+from agent.providers.builtin.kernels.pooling_common import _acc, _coords, _dense_strides
 from agent.providers.builtin.kernels.pooling_common import _is_cl, _key, _pair, _planes, _pool_out
-from agent.providers.builtin.kernels.pooling_common import _remember, _strides4, _tiles, _wide
+from agent.providers.builtin.kernels.pooling_common import _planned, _strides4, _tiles, _wide
 from agent.providers.builtin.kernels.max_pool_backward_s2 import _max_pool_bwd_s2_plan
 from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_BWD_ELEMS, _MAX_POOL_BWD_WARPS
 from agent.providers.builtin.kernels.pooling_common import _MAX_POOL_ELEMS, _MAX_POOL_WARPS
@@ -116,10 +116,7 @@ def _max_pool_plan(self, kernel_size, stride, padding, dilation, ceil_mode):
 def _max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     key = ("fwd", self.shape, self.stride(), self.dtype, _key(kernel_size), _key(stride),
            _key(padding), _key(dilation), bool(ceil_mode))
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _remember(key, _max_pool_plan(self, kernel_size, stride, padding, dilation,
-                                             ceil_mode))
+    plan = _planned(key, _max_pool_plan, self, kernel_size, stride, padding, dilation, ceil_mode)
     shape, strides, grid, args, meta = plan
     out = torch.empty_strided(shape, strides, dtype=self.dtype, device=self.device)
     idx = torch.empty_strided(shape, strides, dtype=torch.int64, device=self.device)
@@ -155,10 +152,8 @@ def _max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pa
                                       ceil_mode, indices):
     key = ("bwd", self.shape, self.stride(), grad_output.shape, grad_output.stride(),
            grad_output.dtype, indices.stride(), _key(kernel_size), _key(stride), _key(padding), _key(dilation))
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _remember(key, _max_pool_bwd_plan(grad_output, self, kernel_size, stride, padding,
-                                                 dilation, indices))
+    plan = _planned(key, _max_pool_bwd_plan, grad_output, self, kernel_size, stride, padding,
+                    dilation, indices)
     shape, strides, kernel, grid, args, meta = plan
     out = torch.empty_strided(shape, strides, dtype=grad_output.dtype, device=self.device)
     if grid is not None:

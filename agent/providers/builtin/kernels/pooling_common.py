@@ -70,10 +70,14 @@ def _key(value):
     return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
-def _remember(key, plan):
-    if len(_PLANS) > 4096:
-        _PLANS.clear()
-    _PLANS[key] = plan
+def _planned(key, make, *args):
+    """The launch plan for `key`, made by `make(*args)` on first use (the table is emptied when
+    full)."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        plan = _PLANS[key] = make(*args)
     return plan
 
 
