@@ -209,41 +209,25 @@ def _bn_apply_plan(N, C, HW, backward, acc, pdl, reverse=False):
 
 
 # Programmatic dependent launches (sm_90+): 0 none, 1 the channel kernel after the partial sums,
-# 2 also the elementwise pass after the channel kernel. Off: on the H200 level 2 cost eval-mode
-# [32,128,28,28] f16 9.3 -> 19.6 us (and gave [16,128,32,32] 8.3 -> 7.3); level 1 is unmeasured
-# outside host-bound cases
+# 2 also the elementwise pass after the channel kernel. Off: level 2 slows eval-mode cases down.
 _BN_PDL = 0
-# warps per `_bn_eager_partials` program (0: by channel count). H200, bf16 suite cases, whole op
-# (knob_sweep, 1/2/4/8 warps): [32,64,56,56] 161/146/135/79 us, [32,128,28,28] 60/57/53/42,
-# [32,512,28,28] 79/78/83/102, [32,1152,7,7] 38/48/61/99, [32,256,14,14] 37/30/31/40; a
-# pipelined batch loop (num_stages 3) changed nothing. Re-swept with 8 steps (1/2/4/8
-# warps): [32,64,56,56] 116/68/53/56, [32,128,28,28] 45/32/27/30: 4 warps up to 128
-# channels
+# warps per `_bn_eager_partials` program (0: by channel count: 4 warps up to 128 channels)
 _BN_EAGER_WARPS = 0
 # `_bn_eager_partials` steps walked per loop iteration (tiles whose loads are in flight at once;
-# 0: 8, or 2 with one warp, whose lanes hold 16 elements per tile). H200, bf16, whole op, 1/2/4/8
-# steps: [32,512,28,28] 78/64/57/55 us (eager 81), [32,64,56,56] 134/92/67/55 (155),
-# [32,128,28,28] 54/41/34/30 (46), [32,256,14,14] 24/21/19/18 (18); one warp: [32,1024,14,14]
-# 44/35/33-36/41, [32,1152,7,7] 26/25/28-30/46 (20)
+# 0: 8, or 2 with one warp, whose lanes hold 16 elements per tile)
 _BN_EAGER_UNROLL = 0
 # up to this many elements per channel, grad_input is written by the channel's program too (one
-# launch instead of three; H200 bf16 [32,1152,7,7] 38 -> 27 us, [32,1024,14,14] 53 -> 38);
-# beyond, a separate elementwise pass
+# launch instead of three); beyond, a separate elementwise pass
 _BN_FUSED_MAX = 8192
 # programs per channel of the eager-order sums when grad_input is not fused (a power of two, at
 # most the block's warps); each takes a part of eager's block, whole warps, their per-thread sums
-# in eager's order. H200, bf16, whole op, 1/2/4/8/16 programs: [32,512,28,28]
-# 53.0/43.4/48.2/84.2/111.3 us, [32,64,56,56] 52.5/45.8/108/109/114, [32,128,28,28]
-# 27.4/23.4/41.1/42.7/65.5
+# in eager's order
 _BN_EAGER_SPLIT = 2
 # unfused sums: their steps walked by counters (batch block, position block), not by dividing a
-# flat step number (944 -> 872 SASS instructions for [32,512,28,28]). H200, bf16, whole op,
-# off/on: [32,512,28,28] 43.8/42.8 us, [32,64,56,56] 46.2/42.6, [32,128,28,28] 23.7/22.2; the
-# fused kernel got slower with it ([32,1024,14,14] 34.7/38.4) and keeps the divisions
+# flat step number (fewer instructions); the fused kernel is slower with it and keeps divisions
 _BN_EAGER_INCR = True
 # the backward's elementwise pass after eager-order sums walks the tensor from its end (what the
-# sums read last, perhaps still in L2). H200, bf16, whole op: [32,512,28,28] 55.4 -> 53.3 us
-# (its pass 17.9 -> 16.5), other cases within +-0.7 us
+# sums read last, perhaps still in L2)
 _BN_APPLY_REVERSE = True
 _EVAL_SAVE_DEVICES = ("cuda",)  # where eager's eval mode returns [C] saved statistics
 

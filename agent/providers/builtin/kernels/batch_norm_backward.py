@@ -29,16 +29,11 @@ _bn_smem_kernel = getattr(batch_norm_smem, "_bn_smem_kernel", None)  # Gluon onl
 _BN_SMEM = True
 _BN_SMEM_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # channels per program at most: each costs a copy's latency and the sums' barriers, which many
-# small channels do not repay. H200, f32, whole op, us, plain kernels / this one: [1,384,576]
-# (3 channels per program) 11.9 / 8.5, [1,384,1536] 12.2 / 9.3, [1,1536,384] (12) 13.2 / 22.0
+# small channels do not repay
 _BN_SMEM_MAX_ROUNDS = 4
 _BN_SMEM_SCRATCH = 4096  # bytes of shared memory besides the channel's planes (the sums' tree)
 # groups the sums wait for at a time (a barrier each time), and whether a group's slot is refilled
-# with the next channel's as soon as it is written (a barrier each) or all at the channel's end.
-# H200, bf16, whole op, us, [32,512,28,28] / [32,128,28,28]: wait 1
-# 36.1 / 12.5, 2 35.3 / 12.4, 4 34.5 / 12.3 refilling each; at the end 35.6 / 11.9, 35.0 / 11.7,
-# 34.7 / 11.7. A ring of slots, the next channel's first 5-8 groups copied in while one is summed,
-# measured 37.0 (36.1 without)
+# with the next channel's as soon as it is written (a barrier each) or all at the channel's end
 _BN_SMEM_WAIT = 4
 _BN_SMEM_REFILL_EACH = False
 

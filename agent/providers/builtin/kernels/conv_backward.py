@@ -24,10 +24,8 @@ from agent.providers.builtin.kernels.conv_backward_kernels import _sum_splits_ke
 import functools  # noqa: F401  (the inlined _num_sms uses it)
 
 # The 1x1 weight gradient (`_pw_weight_kernel`): its tiles (BLOCK_I, BLOCK_J, BLOCK_K, warps,
-# stages), None for `_pw_weight_tiles`' choice by shape (on the H200 within a few us of the best
-# of 9 forced tiles on every suite case); how many programs per SM its pixel splits aim for (1
-# or 2: within 8% either way, 2 better on the [32,1024,14,14] pair); whether it also sums
-# grad_bias ([32,1536,14,14] -> 384: 100.7 us with it, 137.6 with the separate bias kernels)
+# stages), None for `_pw_weight_tiles`' choice by shape; how many programs per SM its pixel
+# splits aim for (1 or 2); whether it also sums grad_bias (one launch instead of two)
 _PW_WEIGHT_TILES = None
 _PW_WEIGHT_WAVES = 2
 _PW_WEIGHT_BIAS = True

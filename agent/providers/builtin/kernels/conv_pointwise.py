@@ -18,12 +18,10 @@ from agent.providers.builtin.kernels.conv_common import _mma
 # 1x1 convolutions (stride 1, no padding, one group) whose tensors are contiguous NCHW are a GEMM
 # per image: y[n] = W @ x[n] ([OC, C] @ [C, H*W]) and grad_input[n] = W^T @ grad_output[n]. Their
 # kernels keep each pixel tile inside one image (the image from the grid), so rows of pixels are
-# read in place, contiguous and vectorized, with no channels_last staging copy. H200: forward
-# [64,116,14,14] f16 22.0 -> 9.1 us (eager 10.1); backward [32,256,56,56] bf16 97.1 -> 49.6
-# (eager 45.8), [32,1024,14,14] 56.6 -> 44.0
+# read in place, contiguous and vectorized, with no channels_last staging copy.
 _PW_DIRECT = True
-# ... when H*W is a multiple of this (pixel loads of at least 4 elements): [32,768,17,17] 1x1
-# (289 pixels, one element per load) took 33.8 us in place, 24.3 with the staging copy (H200)
+# ... when H*W is a multiple of this (pixel loads of at least 4 elements; narrower loads lose to
+# the staging copy)
 _PW_MIN_VEC = 4
 
 

@@ -18,26 +18,19 @@ import functools  # noqa: F401, I001  (the inlined _num_sms uses it)
 
 # Programs to aim for on a GPU (each (sample, group) is split into chunks until there are about
 # this many), elements per loop step and warps per program: module constants so that
-# benchmarks/knob_sweep.py can re-measure them. One program per group left 32 programs for the
-# G=1 cases (12.8 MB at 1/13 of the bandwidth floor on the H200).
+# benchmarks/knob_sweep.py can re-measure them. One program per group leaves SMs idle at G=1.
 _GN_TARGET_PROGRAMS = 8 if _INTERPRET else 1024
 _GN_BLOCK = 2048
 _GN_WARPS = 8
-# Many groups ([4, 512, 31999]: 2048 groups of 64 KB, about two chunks each): 16 warps per program
-# (H200: 146 us against 166 with 8), where the G=1 cases lose with 16 (18.8 -> 24.4 us). Tried
-# and dropped on the H200: a persistent kernel taking whole groups so
-# that the second read hits L2 (301-554 us), and 16-byte-aligned chunk bodies (no gain).
+# Many groups ([4, 512, 31999]: 2048 groups of 64 KB, about two chunks each): 16 warps per
+# program, where the G=1 cases are slower with 16
 _GN_WARPS_MANY_GROUPS, _GN_MANY_GROUPS = 16, 256
 _GN_STAGES = 1  # > 1: Triton pipelines the loops' loads (prefetch into shared memory)
 # Whole groups in registers (one launch, x read once): groups of at most _GN_WHOLE_MAX elements
 # (_GN_WHOLE_MAX_MULTI when C/G > 1) when there are at least _GN_WHOLE_MIN_GROUPS of them (fewer
 # leave SMs idle; the suite's G=1 cases have 32 groups of 25K-200K elements and keep the split
-# path). [4, 512, 31999] (2048 groups of 64 KB): the split path reads x twice (145 us on the H200,
-# floor 61.5). ptxas for sm_90 at 16 warps: 32768 elements, one channel: 128 registers, no spill;
-# 65536 at 32 warps, 32768 with per-element channels (the gathered weight and bias) or in fp64
-# spill. Short groups share a program (at most _GN_WHOLE_TILE elements), keeping about
-# _GN_WHOLE_PROGRAMS programs. H200 on [4, 512, 31999] f16: 146 us split, 123/128/132 us whole at
-# 8/16/32 warps (one program per SM at a time: load, reduce and store do not overlap).
+# path). The limits are what ptxas holds in registers without spilling at 16 / 32 warps. Short
+# groups share a program (at most _GN_WHOLE_TILE elements), keeping about _GN_WHOLE_PROGRAMS.
 _GN_WHOLE = True
 _GN_WHOLE_MAX, _GN_WHOLE_MAX_MULTI = 32768, 16384
 _GN_WHOLE_MIN_GROUPS = 256
@@ -46,16 +39,10 @@ _GN_WHOLE_TILE, _GN_WHOLE_PROGRAMS = 4096, 512
 # Persistent whole-group kernel (_GN_PIPE; f16/bf16 one-channel groups of at least
 # _GN_PIPE_MIN_D elements): about _GN_PIPE_PER_SM programs per SM (_GN_PIPE_CPU_PROGRAMS off a
 # GPU), each walking groups pid, pid + P, ... and fetching the NEXT group before it reduces and
-# stores the current one, so that a group's DRAM latency hides behind the previous group's work
-# (the plain kernel runs one program per SM at a time, ~185 registers at 8 warps: load, reduce
-# and store one after the other per wave). Groups are held as 32-bit words (two elements a
-# register) and moved as _GN_PIPE_VEC-element chunks (8: 16-byte loads and stores) although
-# they start anywhere; _GN_PIPE_WARPS caps warps (one per 256 elements at most). H200 on
-# [4, 512, 31999] f16: 122 us without it, 74.6 us (82% of HBM bandwidth) with it at 16 warps,
-# 73.2 us with 2 programs per SM (one runs at a time: the second balances the last wave), 75.6
-# at 8 warps, 83-86 us with 4-element chunks. Later, Triton 3.6 on the lent
-# H200: 16 warps had slipped to 79.9-82.0 us (75-77%) with the same SASS, 8 warps 73.0-74.3 us
-# at 1-4 programs per SM; the four other suite cases equal either way.
+# stores the current one, so that a group's DRAM latency hides behind the previous group's work.
+# Groups are held as 32-bit words (two elements a register) and moved as _GN_PIPE_VEC-element
+# chunks (8: 16-byte loads and stores) although they start anywhere; _GN_PIPE_WARPS caps warps
+# (one per 256 elements at most).
 _GN_PIPE = True
 _GN_PIPE_PER_SM = 2
 _GN_PIPE_WARPS = 8

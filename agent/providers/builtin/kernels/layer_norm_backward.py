@@ -187,49 +187,32 @@ def _colsum(part_ptr, dw_ptr, db_ptr, P, N, WANT_DW: tl.constexpr, WANT_DB: tl.c
         tl.store(db_ptr + cols, tl.sum(acc_b, axis=0).to(db_ptr.dtype.element_ty), mask=col_ok)
 
 
-# Backward knobs (module constants read when a geometry is first planned, so that
-# benchmarks/knob_sweep.py can re-measure them). H200, [8192, 768] bf16 before these: 59 us for
-# an 8.9 us floor; per loop step a program held 4 rows (12 KB of loads) and then computed with
-# no load in flight, about 2 programs per SM, so most of the time nothing was read.
-# One-pass rows of up to _LNB_WARP_ROW (padded) elements: programs of one warp that step one
-# row at a time, _LNB_WARP_PROGRAMS_PER_SM per SM, _LNB_STAGES steps in flight. H200, evaluator
-# timing, against 4-row steps of 4 warps (2 programs per SM, 3-4 stages): [32,197,768] f32 22.0
-# vs 22.4 us, [8,1024,768] bf16 18.0 vs 19.9, [8,512,768] f32 16.6 vs 16.9, [8,512,128] f32 8.1 vs
-# 10.8, [8,128,128] f32 6.5 vs 7.7 (2-row steps of 2 warps: 24.1 / 17.4 / 18.1 / 8.8 / 7.4;
-# 6 stages 22.9 / 17.5 / 17.8 / 8.2 / 6.4). 0 turns it off.
+# Backward knobs (module constants read when a geometry is first planned; knob_sweep re-measures
+# them; measurements in benchmarks/data/builtin_knob_measurements.json). One-pass rows of up to
+# _LNB_WARP_ROW (padded) elements run as one-warp programs stepping a row at a time, with many
+# steps in flight: loads stay in flight while a row is computed. 0 turns it off.
 _LNB_WARP_ROW = 1024
 _LNB_WARP_PROGRAMS_PER_SM = 4
-# rows of more than _LNB_WIDE_ROW_BYTES take _LNB_WIDE_PROGRAMS_PER_SM (fewer bytes in flight per
-# SM). H200, evaluator timing, 3 / 4 programs per SM (two runs each): [32,197,768] f32 21.2, 21.0
-# / 21.9, 21.7 us, [8,512,768] f32 16.1, 15.9 / 16.5, 16.3; slower at 3: 128-wide f32 rows ([8,512,
-# 128] 8.6, 9.0 / 8.1, 8.5) and 768-wide bf16 ones ([8,1024,768] 18.4 / 17.2, one run)
+# rows of more than _LNB_WIDE_ROW_BYTES take fewer programs per SM (fewer bytes in flight per SM)
 _LNB_WIDE_ROW_BYTES = 2048
 _LNB_WIDE_PROGRAMS_PER_SM = 3
 _LNB_STAGES = 4  # row-kernel loop steps whose loads are in flight at once (Triton pipelining)
-# steps in flight of one-warp programs of rows up to _LNB_WIDE_ROW_BYTES. H200, evaluator
-# timing, 4 / 5 (two runs each): [8,1024,768] bf16 17.2, 17.3 / 16.5, 16.8 us, [8,512,128] f32
-# 8.5, 8.7 / 8.3, 8.3, [8,128,128] f32 6.3, 6.4 / 6.3, 6.4; the wider f32 rows slower at 5
-# ([8,512,768] 15.9 / 16.5)
+# steps in flight of one-warp programs of rows up to _LNB_WIDE_ROW_BYTES (narrow rows want more)
 _LNB_NARROW_STAGES = 5
-# one-pass rows of N elements as two power-of-two tiles when they pad less than one (768 = 512 +
-# 256 instead of 1024: a quarter of the lanes' registers and math saved; the one-warp row kernel
-# 238 -> 168 registers for sm_90). H200, evaluator timing, one tile / two: [32,197,768] f32 22.1
-# / 21.8 us, [8,1024,768] bf16 17.9 / 17.4, [8,512,768] f32 16.9 / 16.5
+# one-pass rows as two power-of-two tiles when they pad less than one (768 = 512 + 256, not 1024):
+# a quarter of the lanes' registers and math saved
 _LNB_SPLIT_ROW = True
 # longer rows: rows per loop step of the one-pass row kernel (0: about 4096 elements a step),
-# warps (0: by the step's elements; H200 bf16 [8192, 768]: 20 us vs 26 for 4 warps against 8),
-# programs per SM (each writes one partial row to reduce)
+# warps (0: by the step's elements), programs per SM (each writes one partial row to reduce)
 _LNB_ROWS = 0
 _LNB_WARPS = 4
 _LNB_PROGRAMS_PER_SM = 2
 _LNB_SUM_COLS = 16  # columns per program of the partial-row reduction
 _LNB_SUM_ROWS = 512  # partial rows per loop step of that reduction (all of them when fewer)
-# its warps (H200, [32,197,768] f32 / [8,1024,768] bf16: 4 warps 21.8 / 17.1 us, 8 22.9 / 18.6,
-# 16 22.7 / 18.8)
+# its warps (4 is the fastest measured)
 _LNB_SUM_WARPS = 4
 # the reduction as a programmatic dependent launch (sm_90+): its launch overlaps the row
-# kernel's last programs instead of following the row kernel's exit (H200: [8,512,128] f32
-# 12.4 -> 11.2 us, [8,128,128] 9.7 -> 8.8; the large cases unchanged)
+# kernel's last programs instead of following the row kernel's exit
 _LNB_PDL = True
 
 _BWD_RUNS = {}  # (geometry, arguments) -> run(...): the launches, planned once

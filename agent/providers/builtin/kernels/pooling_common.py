@@ -20,20 +20,17 @@ def _floor_pow2(n):
     return 1 << (max(1, int(n)).bit_length() - 1)
 
 # Elements per program on a GPU for each kernel, and warps per program (module constants so that
-# benchmarks/knob_sweep.py can re-measure them; plans read them when first made). Measured on the
-# H200 (largest torchbench cases): the windowed kernels want small programs
-# (max_pool2d 3x3/2 [64,64,112,112] f16: 96 us at 256 elements and one warp, 106 with four, 135
-# at 512 and four, 310 at 2048.)
+# benchmarks/knob_sweep.py can re-measure them; plans read them when first made). The windowed
+# kernels want small programs (few elements per thread keep many loads in flight).
 _MAX_POOL_ELEMS, _MAX_POOL_WARPS = 256, 1
 _MAX_POOL_BWD_ELEMS, _MAX_POOL_BWD_WARPS = 256, 4
 # max_pool2d backward with stride 2 (2x2 blocks of grad_input): on/off, grad_input elements per
 # program, warps
 _MAX_POOL_BWD_S2 = True
-_MAX_POOL_BWD_S2_ELEMS, _MAX_POOL_BWD_S2_WARPS = 1024, 2  # [32,64,112,112] bf16: 145 -> 41 us
+_MAX_POOL_BWD_S2_ELEMS, _MAX_POOL_BWD_S2_WARPS = 1024, 2  # stride-2 windows that tile the plane
 # ... and its kernel for NCHW with dense grad_output and indices (vector loads of window pairs;
 # lanes of ROWS x 2 blocks, 8 * ROWS grad_input elements): on/off, grad_input elements per
-# program, warps, block rows per lane (1 or 2). H200 [32,64,112,112] bf16 3x3/2: 39.1 -> 31.0 us
-# (88% of HBM bandwidth; 1024/2/1 and 1024/4/1 best, 31.2 with 2 rows, 34-76 elsewhere)
+# program, warps, block rows per lane (1 or 2)
 _MAX_POOL_BWD_S2_VEC = True
 _MAX_POOL_BWD_S2_VEC_ELEMS, _MAX_POOL_BWD_S2_VEC_WARPS = 1024, 2
 _MAX_POOL_BWD_S2_VEC_ROWS = 1
@@ -43,16 +40,16 @@ _AVG_POOL_ELEMS, _AVG_POOL_WARPS = 256, 1
 # warps) and every other window shape (flat walk over the output; on/off, outputs per program,
 # warps)
 _AVG_POOL_TILE = True
-_AVG_POOL_TILE_ELEMS, _AVG_POOL_TILE_WARPS = 2048, 4  # [32,256,56,56] bf16 2x2: 30 -> 21 us
+_AVG_POOL_TILE_ELEMS, _AVG_POOL_TILE_WARPS = 2048, 4  # windows that tile the plane
 _AVG_POOL_FLAT = True
-_AVG_POOL_FLAT_ELEMS, _AVG_POOL_FLAT_WARPS = 512, 4  # 3x3/1 [32,288,35,35] f16: 92 -> 37 us
+_AVG_POOL_FLAT_ELEMS, _AVG_POOL_FLAT_WARPS = 512, 4  # any window, one output per lane
 _AVG_POOL_BWD_ELEMS, _AVG_POOL_BWD_WARPS = 2048, 4
 # avg_pool2d_backward when the windows tile the plane exactly (a broadcast copy): on/off, and
 # grad_input elements per program (each thread stores ELEMS / (32 * WARPS) of them)
 _AVG_POOL_BWD_TILE = True
 _AVG_POOL_BWD_TILE_ELEMS, _AVG_POOL_BWD_TILE_WARPS = 2048, 8
 _ADAPTIVE_ELEMS, _ADAPTIVE_WARPS = 512, 4
-_UPSAMPLE_ELEMS, _UPSAMPLE_WARPS = 1024, 2  # [8,256,64,64] cl f16: 38.8 -> 32.8 us
+_UPSAMPLE_ELEMS, _UPSAMPLE_WARPS = 1024, 2  # bilinear upsampling
 
 
 def _pair(value, name, default=None):

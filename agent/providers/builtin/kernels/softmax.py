@@ -60,15 +60,11 @@ def _persistent_programs(x, per_sm):
 # ---- emitted: plans ----
 
 
-# Tile limits (module constants so that a benchmark can sweep them; plans read them once).
-# Measured on an H200: a whole row of up to 32768 elements held in registers (one program of 16
-# warps per row) wins when rows are 16-element aligned, so that every load is a 16-byte vector:
-# log_softmax backward f32 32000 799 vs 982 us (CUDA graphs); the forward with fp32 statistics,
-# f32 [8192, 32000] 506 vs 689 us, [4096, 30000] 246 vs 351, [1024, 32000] 73 vs 97 (the
-# evaluator's timing, L2 flushed). Such a row tile over rows that are not aligned loads them
-# unvectorized (bf16 30522: forward 887 vs 252 us, backward 784 vs 309, measured before the
-# load-order fix): long unaligned rows take `_row_body_kernel` (below), short ones small tiles
-# (49-wide rows: 49 vs 63 us at 1024 vs 4096 elements); aligned rows like larger tiles.
+# Tile limits (module constants so that a benchmark can sweep them; plans read them once). A
+# whole row of up to 32768 elements held in registers (one program of 16 warps per row) is the
+# fastest when rows are 16-element aligned, so that every load is a 16-byte vector; over rows
+# that are not aligned it loads them unvectorized: long unaligned rows take `_row_body_kernel`
+# (below), short ones small tiles; aligned rows like larger tiles.
 _SMALL = _INTERPRET or _CONSERVATIVE
 _ONE_PASS_MAX = 256 if _SMALL else 8192  # row held in registers
 # 16-aligned rows held in registers: softmax and log_softmax with fp32 statistics, and the
@@ -76,8 +72,7 @@ _ONE_PASS_MAX = 256 if _SMALL else 8192  # row held in registers
 _ONE_PASS_MAX_ALIGNED = 256 if _SMALL else 32768
 # Forward rows that are not 16-element aligned, longer than _ONE_PASS_MAX and up to
 # _BODY_MAX (padded) elements, fp32 statistics: `_row_body_kernel`, one program of _BODY_WARPS
-# warps per row (H200, log_softmax [4096, 30522] bf16: 175 us against 250 for the two-pass
-# kernel and 235 for eager; 8 warps 234). 0 turns it off.
+# warps per row (faster than the two-pass kernel and eager). 0 turns it off.
 _BODY_MAX = 1024 if _SMALL else 32768
 _BODY_WARPS = 16
 # The log_softmax backward's 16-bit rows through the same kernel (grad and output held in
@@ -91,7 +86,7 @@ _MIN_TILE = 64 if _SMALL else 1024  # short rows: at least this many elements pe
 # `_flat_rows_kernel`, about _FLAT_ROWS_TILE tile elements (at least 8 rows) per program and
 # _FLAT_WARPS warps; _FLAT_ROWS_TILE = 0 turns it off (`_rows_kernel` with _TILE_UNALIGNED).
 _FLAT_ROWS_TILE = 256 if _SMALL else 2048
-_FLAT_MAX_N = 128  # H200: 49-wide f16 rows 51.6 -> 31.9 us, but 196-wide 24.6 -> 43 (kept out)
+_FLAT_MAX_N = 128  # 49-wide rows gain; 196-wide rows are slower flat, so they stay out
 _FLAT_WARPS = 2
 # The same rows through aligned per-row windows (`_window_rows_kernel`), rows of at least one
 # 16-byte vector and up to _WIN_MAX_N (padded) elements: about _WIN_TILE window elements (at
@@ -103,20 +98,15 @@ _WIN_FTZ = True  # `_exp_fast`'s FTZ on the GPU
 _WIN_PROGRAMS_PER_SM = 8  # > 0: `_window_stream_kernel`, persistent
 _WIN_DEBUG_COPY = False  # diagnostic: the windows copied, no math (wrong results)
 # the forward window math's masks as arithmetic on opaque 0/1 and 0/-inf values instead of
-# compares and selects (`_window_math`'s ARITH; fp32 statistics only): sm_90 loop 164 -> 133
-# SASS instructions, ALU-pipe ones ~81 -> 17. H200, evaluator timing, off / on: [2048,3,49,49]
-# f16 23.3 / 21.5 us, [512,6,49,49] 14.1 / 12.8
+# compares and selects (`_window_math`'s ARITH; fp32 statistics only): fewer ALU-pipe instructions
 _WIN_ARITH = True
-# softmax: one exp per element, times 1/s per row, not exp again divided by s (H200, the five
-# 49-wide f16 cases: 1-2% faster, 31.5 -> 31.2 us on [2048, 3, 49, 49]). A persistent grid that
-# computes the gather indices once per program lost: 34-58 us at 8-2 programs per SM.
+# softmax: one exp per element, times 1/s per row, not exp again divided by s
 _FLAT_RECIP = True
 # Short rows of an even length that is not a multiple of 16 elements, not taken by the flat
 # kernel (196-wide f16: 392-byte rows, 8-byte aligned), go to `_rows_const_kernel` (the row
 # length a constexpr: vector accesses of the rows' alignment), _ROWS_CONST_M rows per program
 # (0: as `_rows_kernel` picks them) and _ROWS_CONST_WARPS warps (0: by tile size), the row held
-# as two halves with _ROWS_CONST_SPLIT. H200, [64, 4, 196, 196] f16: 24.5 us on `_rows_kernel`
-# (eager 23.0), 15.4 with this kernel, 14.9 with 2 warps; M 8/16 no better.
+# as two halves with _ROWS_CONST_SPLIT.
 _ROWS_CONST_N = True
 _ROWS_CONST_M = 0
 _ROWS_CONST_WARPS = 2
@@ -137,27 +127,22 @@ _ROW_ALIGN = 16
 # the writing pass walking the row backwards, the first pass's loads marked evict_last and the
 # writing pass's loads and stores evict_first, and the writing pass's store cache modifier
 # ("", ".cs" streaming, ".cg", ".wt").
-_LONG_HEAD_BYTES = 1024 if _INTERPRET else 0  # H200: 64 KB gave 1154 vs 1164 us (50257), 760 vs 690 (32000)
+_LONG_HEAD_BYTES = 1024 if _INTERPRET else 0  # 0 on a GPU: a head before the aligned body gains nothing there
 _LONG_HEAD_BYTES_BWD = 1024 if _INTERPRET else 0
 _LONG_REVERSE = True
 _LONG_EVICT_LAST = True
 _LONG_EVICT_FIRST = True
 _LONG_STORE_CACHE = ""
 # Rows shorter than this (bytes of input) skip the persistent grid: one program per row with
-# _LONG_WARPS_SHORT warps. On the H200 the persistent grid won for f32 rows of 30000-50257
-# (1466 -> 1160 us at [8192, 50257]) and lost for bf16 rows of 30522 and 32128 (253 -> 287 us,
-# 55 -> 74 us), which stay in L2 between the passes without it.
-# (Those bf16 rows, one program per row: 4 warps without pipelining 251 / 67 us, 8 warps 335 /
-# 84, 16 warps 295 / 74; pipelining cost 10-20% at every width.)
+# _LONG_WARPS_SHORT warps. The persistent grid wins for f32 rows of 30000-50257 elements and loses
+# for bf16 rows of about 32000, which stay in L2 between the passes without it.
 _PERSIST_MIN_ROW_BYTES = 96 * 1024
 _LONG_WARPS_SHORT = 4
 _LONG_STAGES_SHORT = 1
 # Long f32 forward rows held in shared memory (`_smem_rows_kernel`, Gluon; GPU only), when a
 # row's chunks and _SMEM_SCRATCH bytes for the reductions fit a block's shared memory: one
 # program of _SMEM_WARPS warps per SM, rows in chunks of _SMEM_CHUNK elements (a multiple of
-# 128 * _SMEM_WARPS: one 16-byte vector per thread per chunk at the least). H200, evaluator
-# timing, [8192, 50257] f32 log_softmax: 885 us against 1162 for `_long_rows_kernel`; 4096 x 32
-# 896, 4096 x 16 910, 2048 x 8 1026.
+# 128 * _SMEM_WARPS: one 16-byte vector per thread per chunk at the least).
 _SMEM_ROWS = True
 _SMEM_CHUNK = 2048
 _SMEM_WARPS = 16
