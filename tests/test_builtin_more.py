@@ -1,5 +1,5 @@
-"""The builtin provider's movement, loss, pooling, scan and norm_extra kernels against eager ATen,
-in Triton's CPU interpreter.
+"""The builtin provider's movement, loss, pooling, scan, norm_extra and _safe_softmax kernels
+against eager ATen, in Triton's CPU interpreter.
 
 Cases are small, odd-sized versions of the torchbench trace's cases (same dtypes, strides and
 arguments), plus the edge cases each template claims: negative pads, strided gradients, broadcast
@@ -34,7 +34,7 @@ from evaluator.inputs import materialize
 from evaluator.naming import kernel_file_name, op_to_folder
 from evaluator.testcase import TestCase, parse_case
 
-MODULES = ("movement", "loss", "pooling", "scan", "norm_extra")
+MODULES = ("movement", "loss", "pooling", "scan", "norm_extra", "softmax")
 
 
 def _module(name: str):

@@ -87,7 +87,9 @@ def header(request: KernelRequest, summary: str, plan: str) -> tuple[int, str, s
     head = codegen.file_header(
         request.op, summary=summary, plan=plan, variant=variant, schema=request.schema
     )
-    shared = kernelsource.emitted("conv", "shared", values={"_CONSERVATIVE": str(variant >= 1)})
+    shared = kernelsource.emitted(
+        "conv_common", "shared", values={"_CONSERVATIVE": str(variant >= 1)}
+    ) + kernelsource.emitted("conv_pointwise", "pointwise")
     return variant, head, shared
 
 

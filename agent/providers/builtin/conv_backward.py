@@ -40,7 +40,11 @@ from agent.providers.builtin import codegen, conv, kernelsource
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest
 
-_BACKWARD = kernelsource.emitted("conv_backward", "backward")
+_BACKWARD = (
+    kernelsource.emitted("conv_backward", "knobs")
+    + kernelsource.emitted("conv_backward_kernels", "kernels")
+    + kernelsource.emitted("conv_backward", "plans")
+)
 
 _PLAN = (
     "Plan: grad_input is an implicit GEMM over input pixels (K = output channels of a group, a "

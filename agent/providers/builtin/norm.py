@@ -37,19 +37,21 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # ---------------------------------------------------------------- layer norm
 
-_LN_COMMON = kernelsource.emitted("norm", "ln_common")
+_LN_COMMON = kernelsource.emitted("layer_norm", "common")
 
-_LN_FWD = kernelsource.emitted("norm", "ln_forward")
+_LN_FWD = kernelsource.emitted("layer_norm", "forward")
 
-_LN_BWD = kernelsource.emitted("norm", "ln_backward")
+_LN_BWD = kernelsource.emitted("layer_norm_backward", "backward")
 
 # ---------------------------------------------------------------- batch norm
 
-_BN = kernelsource.emitted("norm", "bn")
+_BN = kernelsource.emitted("batch_norm_partials", "partials") + kernelsource.emitted(
+    "batch_norm", "main"
+)
 
-_BN_SMEM = kernelsource.emitted("norm", "bn_smem")
+_BN_SMEM = kernelsource.emitted("batch_norm_smem", "smem")
 
-_BN_BWD = kernelsource.emitted("norm", "bn_backward")
+_BN_BWD = kernelsource.emitted("batch_norm_backward", "backward")
 
 _LN_PLAN = (
     "Plan: rows of N = prod(normalized_shape) elements, BLOCK_M rows per program; a row that fits "
@@ -124,7 +126,7 @@ def _write(request: KernelRequest) -> str | None:
         codegen.file_header(
             request.op, summary=summary, plan=plan, variant=variant, schema=request.schema
         ),
-        kernelsource.emitted("norm", "header", values={"_CONSERVATIVE": str(variant >= 1)}),
+        kernelsource.emitted("norm_shared", "header", values={"_CONSERVATIVE": str(variant >= 1)}),
         codegen.PDL_SOURCE,
         kernels,
         codegen.entry_point(request.op, body),

@@ -1,4 +1,4 @@
-"""More normalisation kernels for the builtin provider: _safe_softmax, native_group_norm and
+"""More normalisation kernels for the builtin provider: native_group_norm and
 _weight_norm_interface.
 
 Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
@@ -6,11 +6,6 @@ kernel file, or None when the request is outside this template, e.g. non-float i
 Same request -> same text.
 
 How the generated kernels work:
-- _safe_softmax: the input (made contiguous) is read as [outer, R, inner] rows along the softmax
-  dim, BLOCK_M rows per program. A row that fits one tile is loaded once; a longer one takes an
-  online pass (running max, rescaled sum) and a writing pass. A row whose maximum is -inf (every
-  element masked) is written as zeros instead of NaN, as eager does. Arithmetic in fp32 (fp64 for
-  fp64), stored in `dtype` when given;
 - native_group_norm: with many groups of at most a few ten thousand elements, one launch holds
   whole groups in registers (read once: mean, then the mean of squared deviations from the same
   registers, normalised and stored); f16/bf16 one-channel groups of at least a thousand elements
@@ -42,25 +37,19 @@ NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
-_COMMON = """
+# The accumulate dtype helper both kernels use (the pooling files carry the same one).
+_COMMON = kernelsource.definitions("pooling_common")["_acc"]
 
-def _acc(dtype):
-    return tl.float64 if dtype == torch.float64 else tl.float32
-"""
+_GROUP_NORM = (
+    kernelsource.emitted("group_norm", "knobs")
+    + kernelsource.emitted("group_norm_kernels", "kernels")
+    + kernelsource.emitted("group_norm", "plans")
+)
 
-_SAFE_SOFTMAX = kernelsource.emitted("norm_extra", "safe_softmax")
-
-_GROUP_NORM = kernelsource.emitted("norm_extra", "group_norm")
-
-_WEIGHT_NORM = kernelsource.emitted("norm_extra", "weight_norm")
+_WEIGHT_NORM = kernelsource.emitted("weight_norm", "weight_norm")
 
 
 _SPECS: dict[str, tuple[str, str, str]] = {
-    "_safe_softmax.default": (
-        "softmax along a dim where fully masked (-inf) rows give 0",
-        _SAFE_SOFTMAX,
-        "def _op(self, dim, dtype=None):\n    return _safe_softmax(self, dim, dtype)",
-    ),
     "native_group_norm.default": (
         "group normalisation with per-channel affine (out, mean, rstd)",
         _GROUP_NORM,
@@ -75,7 +64,7 @@ _SPECS: dict[str, tuple[str, str, str]] = {
 }
 
 _PLAN = (
-    "Plan: row kernels over contiguous data with fp32 arithmetic (fp64 for fp64); group norm "
+    "Plan: kernels over contiguous data with fp32 arithmetic (fp64 for fp64); group norm "
     "holds many short groups whole in registers (one read), else splits each (sample, group) "
     "into chunks: partial shifted sums, then statistics and normalisation per chunk; weight "
     "norm sums squares with atomic adds into an fp32 buffer, then scales v elementwise."

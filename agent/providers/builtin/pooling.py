@@ -55,15 +55,19 @@ NUM_VARIANTS = 2  # 0: big blocks; 1: small blocks
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INDEX = (torch.int64,)
 
-_COMMON = kernelsource.emitted("pooling", "common")
+_COMMON = kernelsource.emitted("pooling_common", "common")
 
-_MAX_POOL = kernelsource.emitted("pooling", "max_pool")
+_MAX_POOL = (
+    kernelsource.emitted("max_pool", "kernels")
+    + kernelsource.emitted("max_pool_backward_s2", "s2")
+    + kernelsource.emitted("max_pool", "plans")
+)
 
-_AVG_POOL = kernelsource.emitted("pooling", "avg_pool")
+_AVG_POOL = kernelsource.emitted("avg_pool", "avg_pool")
 
-_ADAPTIVE = kernelsource.emitted("pooling", "adaptive")
+_ADAPTIVE = kernelsource.emitted("adaptive_pool_upsample", "adaptive")
 
-_UPSAMPLE = kernelsource.emitted("pooling", "upsample")
+_UPSAMPLE = kernelsource.emitted("adaptive_pool_upsample", "upsample")
 
 
 _SPECS: dict[str, tuple[str, str, str]] = {

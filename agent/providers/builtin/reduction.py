@@ -43,11 +43,11 @@ _INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.b
 
 # ------------------------------------------------ sum / mean / var / std (+ the mean)
 
-_MOMENTS_KERNELS = kernelsource.emitted("reduction", "moments")
+_MOMENTS_KERNELS = kernelsource.emitted("reduction_moments", "moments")
 
 # ------------------------------------------------ amax / amin / max / min / argmax / argmin
 
-_EXTREMES_KERNELS = kernelsource.emitted("reduction", "extremes")
+_EXTREMES_KERNELS = kernelsource.emitted("reduction_extremes", "extremes")
 
 
 # ---------------------------------------------------------------- per-overload wrappers

@@ -1,5 +1,6 @@
 """Softmax family of the builtin provider: _softmax, _log_softmax and their backward
-(_softmax_backward_data, _log_softmax_backward_data), over any dim, with half_to_float.
+(_softmax_backward_data, _log_softmax_backward_data), over any dim, with half_to_float; and
+_safe_softmax (a fully masked row gives zeros).
 
 Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
 kernel file, or None when the request is outside this template, e.g. non-float inputs).
@@ -22,6 +23,12 @@ the softmax dim:
 - `inner > 1`: the same on a column tile, coalesced along inner.
 Arithmetic is fp32 (fp64 for fp64 inputs), whatever the storage dtype; the result is stored in
 eager's dtype (fp32 for half_to_float, `input_dtype` for the backward ops).
+
+_safe_softmax: the input (made contiguous) is read as [outer, R, inner] rows along the softmax
+dim, BLOCK_M rows per program. A row that fits one tile is loaded once; a longer one takes an
+online pass (running max, rescaled sum) and a writing pass. A row whose maximum is -inf (every
+element masked) is written as zeros instead of NaN, as eager does. Arithmetic in fp32 (fp64 for
+fp64), stored in `dtype` when given.
 """
 
 from __future__ import annotations
@@ -72,6 +79,20 @@ _SPECS: dict[str, tuple[int, str, str]] = {
 }
 
 
+# The kernels between the header and the planner, in the order the emitted file holds them.
+_KERNELS = "".join(
+    kernelsource.emitted(name, section)
+    for name, section in (
+        ("softmax_rows", "rows"),
+        ("softmax_windows", "windows"),
+        ("softmax_long_rows", "long_rows"),
+        ("softmax_smem", "smem"),
+        ("softmax_cols", "cols"),
+        ("softmax", "plans"),
+    )
+)
+
+
 def _write(request: KernelRequest) -> str | None:
     spec = _SPECS.get(request.op)
     if spec is None:
@@ -86,9 +107,41 @@ def _write(request: KernelRequest) -> str | None:
         ),
         kernelsource.emitted(
             "softmax", "main", values={"_CONSERVATIVE": str(variant >= 1), "_MODE": str(mode)}
-        ),
+        )
+        + _KERNELS,
         codegen.entry_point(request.op, body),
     )
 
 
-WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}
+_SAFE_PLAN = (
+    "Plan: rows along the softmax dim of the contiguous input, BLOCK_M rows per program; a row "
+    "that fits one tile is loaded once, a longer one takes an online pass (running max, rescaled "
+    "sum) and a writing pass; a fully masked row is written as zeros. Arithmetic is fp32 (fp64 "
+    "for fp64 inputs)."
+)
+
+
+def _write_safe(request: KernelRequest) -> str | None:
+    """_safe_softmax: its own row kernel (kernels/safe_softmax.py) after the shared tile helpers."""
+    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
+        return None
+    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    return codegen.render_file(
+        codegen.file_header(
+            request.op,
+            summary="softmax along a dim where fully masked (-inf) rows give 0",
+            plan=_SAFE_PLAN,
+            variant=variant,
+            schema=request.schema,
+        ),
+        codegen.tiles_prelude(variant),
+        kernelsource.definitions("pooling_common")["_acc"],
+        kernelsource.emitted("safe_softmax", "safe_softmax"),
+        codegen.entry_point(
+            request.op,
+            "def _op(self, dim, dtype=None):\n    return _safe_softmax(self, dim, dtype)",
+        ),
+    )
+
+
+WRITERS: dict[str, Writer] = {op: _write for op in _SPECS} | {"_safe_softmax.default": _write_safe}

@@ -6,14 +6,8 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.runtime import (
-    _cdiv,
-    _num_sms,
-    _pdl_enter,
-    _pdl_launch,
-    _pdl_ok,
-    _pow2,
-)
+from agent.providers.builtin.kernels.runtime import _cdiv, _num_sms, _pdl_enter, _pdl_launch
+from agent.providers.builtin.kernels.runtime import _pdl_ok, _pow2
 
 
 # ---- emitted: main ----
@@ -115,23 +109,21 @@ def _splitk_reduce(ws_ptr, c_ptr, bias_ptr, M, N, BATCH, S, s_cb, s_cm, s_cn, s_
     tl.store(c_ptr + batch * s_cb + m * s_cm + n * s_cn, acc.to(c_ptr.dtype.element_ty), mask=ok)
 
 
-# Tile choice on the GPU (module constants: benchmarks/knob_sweep.py re-measures them on
-# the H200). Tiles are (BLOCK_M, BLOCK_N, num_warps, num_stages);
+# Tile choice on the GPU (module constants: benchmarks/knob_sweep.py re-measures them).
+# Tiles are (BLOCK_M, BLOCK_N, num_warps, num_stages);
 # BLOCK_K is at most _HALF_BLOCK_K (fp16/bf16), _F32_BLOCK_K (fp32) or 32 (fp64). Half precision:
 # - a problem of at least _HALF_MANY_WAVES waves of _HALF_BIG tiles takes those (the largest
 #   tile: the least operand traffic per flop, and the tail wave is a small part);
 # - else the largest of _HALF_ONE_WAVE whose tile count fills between _HALF_FILL of the SMs and
 #   all of them, in one wave (a 128x256 tile is swapped for 256x128 when B is K-contiguous, as an
-#   nn.Linear weight is): on the H200, [1024, 768] x [768, 768] takes 7.9 us on 96 tiles of 64x128
-#   and 9.4 on 48 of 128x128;
+#   nn.Linear weight is): more, smaller tiles beat fewer, larger ones there;
 # - else the first of _HALF_TILES that fills every SM, or the last (split over K when few tiles
 #   meet a long K).
 # fp32 picks from _F32_TILES the same way (one wave, else the first that fills every SM) and
 # multiplies with `tl.dot(input_precision=_F32_PRECISION)` unless allow_tf32 is set. "tf32x3"
 # is three TF32 tensor-core products per step (operands split into TF32 high and low parts):
-# on every fp32 case of the suite its largest error against float64 was below eager's fp32 GEMM, at
-# 1.1-4x eager's speed; "ieee" (the FMA product) stays where A is M-contiguous
-# (_F32_IEEE_A_COLUMN_MAJOR), which the tensor-core path loads slowly (2.4x slower on the H200).
+# as accurate as eager's fp32 GEMM on the suite and faster; "ieee" (the FMA product) stays where
+# A is M-contiguous (_F32_IEEE_A_COLUMN_MAJOR), which the tensor-core path loads slowly.
 _HALF_TILES = ((128, 256, 8, 3), (128, 128, 8, 4), (64, 128, 4, 4), (64, 64, 4, 4))
 _HALF_BIG = (256, 128, 8, 3)
 _HALF_MANY_WAVES = 4
@@ -139,12 +131,10 @@ _HALF_ONE_WAVE = ((128, 256, 8, 3), (128, 128, 4, 4), (64, 128, 4, 4), (64, 64, 
 _HALF_FILL = 0.5
 _HALF_BLOCK_K = 64
 # M * batch <= 16 (decode): (BLOCK_M, widest BLOCK_N, BLOCK_K, warps, stages); BLOCK_N halves
-# (down to 32) until the programs cover _GEMV_FILL of the SMs. H200, [1, 4096] x [4096, 14336]:
-# BLOCK_N 16/32/64/128 take 71.3/47.5/38.4/33.5 us (eager 32.0).
+# (down to 32) until the programs cover _GEMV_FILL of the SMs (wide tiles are the fastest)
 _GEMV_TILE = (16, 128, 128, 4, 4)
 _GEMV_FILL = 0.75
-# split-K: the reduction launch as a programmatic dependent of the partial products (sm_90+;
-# H200: mm [1,2048]x[2048,2048] bf16 10.7 -> 9.6 us; unsplit cases unchanged)
+# split-K: the reduction launch as a programmatic dependent of the partial products (sm_90+)
 _SPLITK_PDL = True
 _F32_TILES = ((128, 128, 8, 3), (64, 128, 4, 3), (64, 64, 4, 3))
 _F32_BLOCK_K = 64
