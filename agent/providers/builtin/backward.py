@@ -8,7 +8,8 @@ half types; the result dtype is `torch.result_type` of the tensor operands, as i
 from __future__ import annotations
 
 from agent.providers.builtin import kernelsource
-from agent.providers.builtin.elementwise import Elementwise, Operand, writers_for
+from agent.providers.builtin.elementwise import writers_for
+from agent.providers.builtin.elementwise_kernels import Elementwise, Operand
 from agent.providers.builtin.request import Writer
 
 _BODIES = kernelsource.bodies("backward_ops")

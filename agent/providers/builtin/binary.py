@@ -14,7 +14,8 @@ on floats uses eager's fmod-based algorithm, integer floor division corrects Tri
 from __future__ import annotations
 
 from agent.providers.builtin import kernelsource
-from agent.providers.builtin.elementwise import Elementwise, Operand, writers_for
+from agent.providers.builtin.elementwise import writers_for
+from agent.providers.builtin.elementwise_kernels import Elementwise, Operand
 from agent.providers.builtin.request import Writer
 
 _XY = (Operand("self", "x"), Operand("other", "y"))

@@ -9,7 +9,8 @@ eager result is floating for integer inputs (exp, sigmoid, ...) promote with `_a
 from __future__ import annotations
 
 from agent.providers.builtin import kernelsource
-from agent.providers.builtin.elementwise import Elementwise, Operand, writers_for
+from agent.providers.builtin.elementwise import writers_for
+from agent.providers.builtin.elementwise_kernels import Elementwise, Operand
 from agent.providers.builtin.request import Writer
 
 _X = (Operand("self", "x"),)
