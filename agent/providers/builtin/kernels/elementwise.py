@@ -3,7 +3,7 @@ scalars as kernel arguments, plan keys). The writer copies it into every unary, 
 file, then elementwise_plan.py's section.
 """
 
-import torch  # noqa: I001  (each section's own imports follow its marker)
+import torch
 import triton.language as tl
 
 from agent.providers.builtin.kernels.runtime import _OP

@@ -3,7 +3,7 @@ the geometry tensor and the launch plan a call builds once (`_build`); copied af
 elementwise.py's section.
 """
 
-import torch  # noqa: I001  (each section's own imports follow its marker)
+import torch
 import triton
 import triton.language as tl
 

@@ -2,10 +2,31 @@
 sorted) and launches it; copied after the other embedding sections.
 """
 
-import torch  # noqa: I001  (each section's own imports follow its marker)
+import torch
 import triton
 import triton.language as tl
 
+from agent.providers.builtin.kernels.embedding_atomic import (
+    _embed_amax_kernel,
+    _embed_bwd_kernel,
+    _embed_count_kernel,
+    _embed_out_kernel,
+    _embed_out_rows_kernel,
+    _embed_slot_kernel,
+    _embed_terms,
+)
+from agent.providers.builtin.kernels.embedding_chunked import (
+    _embed_fold_kernel,
+    _embed_link_kernel,
+    _embed_term_kernel,
+)
+from agent.providers.builtin.kernels.embedding_sorted import (
+    _embed_fix_kernel,
+    _embed_rank_kernel,
+    _embed_scan_kernel,
+    _embed_seg_kernel,
+    _embed_sort_count_kernel,
+)
 from agent.providers.builtin.kernels.runtime import (
     _OP,
     _cdiv,
@@ -18,12 +39,6 @@ from agent.providers.builtin.kernels.tiles import (
     _block1,
     _tile2,
 )
-
-
-from agent.providers.builtin.kernels.embedding_atomic import _embed_amax_kernel, _embed_bwd_kernel, _embed_count_kernel, _embed_out_kernel, _embed_out_rows_kernel, _embed_slot_kernel, _embed_terms
-from agent.providers.builtin.kernels.embedding_chunked import _embed_fold_kernel, _embed_link_kernel, _embed_term_kernel
-from agent.providers.builtin.kernels.embedding_sorted import _embed_fix_kernel, _embed_rank_kernel, _embed_scan_kernel, _embed_seg_kernel, _embed_sort_count_kernel
-
 
 # ---- emitted: embedding_backward ----
 

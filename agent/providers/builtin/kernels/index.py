@@ -2,10 +2,11 @@
 where eager's order shows in the result).
 """
 
-import torch  # noqa: I001  (each section's own imports follow its marker)
+import torch
 import triton
 import triton.language as tl
 
+from agent.providers.builtin.kernels.map_flat import _copy_into
 from agent.providers.builtin.kernels.runtime import (
     _OP,
     _cdiv,
@@ -17,10 +18,6 @@ from agent.providers.builtin.kernels.tiles import (
     _prod,
     _tile2,
 )
-
-
-from agent.providers.builtin.kernels.map_flat import _copy_into
-
 
 # ---- emitted: index ----
 

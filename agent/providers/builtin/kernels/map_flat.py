@@ -2,10 +2,16 @@
 launch planning that picks it or the tile map of map_tile.py; copied after map_tile.py's section.
 """
 
-import torch  # noqa: I001  (each section's own imports follow its marker)
+import torch
 import triton
 import triton.language as tl
 
+from agent.providers.builtin.kernels.map_tile import (
+    _fill_pair,
+    _load_filled,
+    _map_args,
+    _map_kernel,
+)
 from agent.providers.builtin.kernels.runtime import (
     _cdiv,
     _pow2,
@@ -17,10 +23,6 @@ from agent.providers.builtin.kernels.tiles import (
     _prod,
     _tile_cap,
 )
-
-
-from agent.providers.builtin.kernels.map_tile import _fill_pair, _load_filled, _map_args, _map_kernel
-
 
 # ---- emitted: map_flat ----
 

@@ -2,18 +2,15 @@
 plans as input-coordinate maps).
 """
 
-import torch  # noqa: I001  (each section's own imports follow its marker)
+import torch
 
 from agent.providers.builtin.kernels.copy import _launch_pieces, _pieces_plan
+from agent.providers.builtin.kernels.map_flat import _map, _map_run, _planned
 from agent.providers.builtin.kernels.tiles import (
     _contiguous_strides,
     _scalar_for,
     _wrap_dim,
 )
-
-
-from agent.providers.builtin.kernels.map_flat import _map, _map_run, _planned
-
 
 # ---- emitted: map_ops ----
 

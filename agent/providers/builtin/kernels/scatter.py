@@ -1,9 +1,10 @@
 """scatter.src: a copy of self with src values written at index along dim."""
 
-import torch  # noqa: I001  (each section's own imports follow its marker)
+import torch
 import triton
 import triton.language as tl
 
+from agent.providers.builtin.kernels.map_flat import _copy_into, _planned
 from agent.providers.builtin.kernels.runtime import (
     _OP,
     _cdiv,
@@ -13,10 +14,6 @@ from agent.providers.builtin.kernels.tiles import (
     _contiguous_strides,
     _wrap_dim,
 )
-
-
-from agent.providers.builtin.kernels.map_flat import _copy_into, _planned
-
 
 # ---- emitted: scatter ----
 
