@@ -184,22 +184,31 @@ _PLAN = (
 )
 
 
-def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
+def write_copy_family(
+    request: KernelRequest, specs: dict[str, tuple[str, str]], plan: str, *sections: str
+) -> str | None:
+    """The file of a copy-kernel family (copy, gather): header, the copy prelude and kernels, the
+    family's `sections`, the op's `_op` body and the entry point. None for an op outside `specs`
+    or an unsupported dtype."""
+    spec = specs.get(request.op)
     if spec is None or codegen.unsupported_dtypes(request.cases):
         return None
     summary, body = spec
     variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
     return codegen.render_file(
         codegen.file_header(
-            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
+            request.op, summary=summary, plan=plan, variant=variant, schema=request.schema
         ),
         prelude(variant),
         COPY_SOURCE,
-        _FILL_SOURCE,
+        *sections,
         body,
         codegen.entry_point(request.op),
     )
+
+
+def _write(request: KernelRequest) -> str | None:
+    return write_copy_family(request, _SPECS, _PLAN, _FILL_SOURCE)
 
 
 WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.providers.builtin import codegen, kernelsource
-from agent.providers.builtin.copy import COPY_SOURCE, PIECES_SOURCE, prelude
+from agent.providers.builtin import kernelsource
+from agent.providers.builtin.copy import PIECES_SOURCE, write_copy_family
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
 
-NUM_VARIANTS = 2  # 0: big blocks; 1: small blocks
 
 _INDEX_SOURCE = kernelsource.emitted("gather", "index")
 
@@ -74,22 +73,8 @@ _PLAN = (
 
 
 def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
-    if spec is None or codegen.unsupported_dtypes(request.cases):
-        return None
-    summary, body = spec
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
-    return codegen.render_file(
-        codegen.file_header(
-            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
-        ),
-        prelude(variant),
-        COPY_SOURCE,
-        PIECES_SOURCE,
-        _INDEX_SOURCE,
-        _STACK_SOURCE if request.op == "stack.default" else "",
-        codegen.entry_point(request.op, body),
-    )
+    stack = _STACK_SOURCE if request.op == "stack.default" else ""
+    return write_copy_family(request, _SPECS, _PLAN, PIECES_SOURCE, _INDEX_SOURCE, stack)
 
 
 WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

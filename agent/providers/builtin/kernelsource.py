@@ -14,6 +14,9 @@ A kernel module is ordinary Python that ruff and an editor read. The writer copi
   - `  # noqa...` comments dropped (they speak to the module's linter, not to the emitted file).
 - `definitions(name)`: each top-level function, class or assignment of `kernels/<name>.py` by
   its name (decorators and all), and each region between `# region NAME` and `# endregion NAME`;
+- `bodies(name)`: the statements of each top-level function of `kernels/<name>.py` without its
+  closing `return out`, dedented: the body of one elementwise kernel (the parameters only name
+  what the body reads, for the linter);
 - `runtime(*names)`: those of `kernels/runtime.py`, the one copy of the helpers every emitted
   file may need, joined.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import textwrap
 from pathlib import Path
 
 from evaluator import safe_ast
@@ -72,6 +76,27 @@ def definitions(name: str) -> dict[str, str]:
         r"^# region (\w+)\n(.*?)^# endregion \1\n", text, re.MULTILINE | re.DOTALL
     ):
         parts[match.group(1)] = match.group(2).rstrip("\n")
+    return parts
+
+
+@functools.cache
+def bodies(name: str) -> dict[str, str]:
+    """Function name -> its statements, dedented, without the closing `return out`."""
+    text = _text(name)
+    lines = text.splitlines(keepends=True)
+    parts: dict[str, str] = {}
+    for node in ast.parse(text).body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        last = node.body[-1]
+        if not (isinstance(last, ast.Return) and ast.unparse(last) == "return out"):
+            raise ValueError(f"kernels/{name}.py: {node.name} must end with `return out`")
+        if not lines[node.lineno - 1].rstrip().endswith(":"):
+            raise ValueError(
+                f"kernels/{name}.py: the signature of {node.name} must fit on one line"
+            )
+        body = "".join(lines[node.lineno : last.lineno - 1])
+        parts[node.name] = textwrap.dedent(body).strip("\n")
     return parts
 
 

@@ -4,7 +4,8 @@ indexing (index.Tensor, index_put, index_put_), scatter.src and embedding_dense_
 Contract: `WRITERS` maps a normalized overload name to a Writer (KernelRequest -> text of a whole
 kernel file, or None when the request is outside this template: complex dtypes, boolean-mask
 indices, more than three index tensors or six dims). Same request -> same text. The kernels
-are sections of kernels/movement.py, after the tile helpers (`codegen.tiles_prelude`).
+are sections of kernels/map_tile.py, map_flat.py, map_ops.py, index.py, scatter.py and
+embedding_*.py, after the tile helpers (`codegen.tiles_prelude`).
 
 How the generated kernels work:
 - one "map" kernel serves constant_pad_nd, slice_backward, select_backward, repeat, roll and
@@ -56,26 +57,31 @@ NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
 
 MAX_DIMS = 6  # dims a map/index kernel addresses (five from the row number, one column dim)
 
-# ---------------------------------------------------------------- text shared by the new families
+
+def _joined(*sections: str) -> str:
+    """Sections copied one after another, two blank lines between them."""
+    return "\n\n\n".join(s.strip("\n") for s in sections) + "\n"
 
 
-# ---------------------------------------------------------------- the map kernel (pad, slices, copies)
-
-MAP_SOURCE = kernelsource.emitted("movement", "map")
-
-_MAP_OPS = kernelsource.emitted("movement", "map_ops")
-
-# ---------------------------------------------------------------- advanced indexing
-
-INDEX_SOURCE = kernelsource.emitted("movement", "index")
-
-# ---------------------------------------------------------------- scatter.src
-
-SCATTER_SOURCE = kernelsource.emitted("movement", "scatter")
-
-# ---------------------------------------------------------------- embedding_dense_backward
-
-EMBED_SOURCE = kernelsource.emitted("movement", "embed")
+# the map kernels (pad, slices, copies): the tile form, then the flat form and the launch planning
+MAP_SOURCE = _joined(
+    kernelsource.emitted("map_tile", "map"), kernelsource.emitted("map_flat", "map_flat")
+)
+_MAP_OPS = kernelsource.emitted("map_ops", "map_ops")
+INDEX_SOURCE = kernelsource.emitted("index", "index")
+SCATTER_SOURCE = kernelsource.emitted("scatter", "scatter")
+# embedding_dense_backward: the atomic, chunked and sorted paths, then the host code
+EMBED_SOURCE = _joined(
+    *(
+        kernelsource.emitted(name, name)
+        for name in (
+            "embedding_atomic",
+            "embedding_chunked",
+            "embedding_sorted",
+            "embedding_backward",
+        )
+    )
+)
 
 
 @dataclass(frozen=True)
