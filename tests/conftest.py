@@ -28,9 +28,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # while it was collected: CUDA tests cannot run in it.
             skip = pytest.mark.skip(
                 reason="this process runs Triton's interpreter (set by the CPU family tests): "
-                "run the GPU tests apart: pytest tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py"
-                " tests/test_gpu_scalars.py tests/test_gpu_embedding.py tests/test_gpu_softmax.py"
-                " tests/test_gpu_batch_norm.py tests/test_gpu_conv.py"
+                "run the GPU tests apart: pytest tests/gpu/test_gpu.py tests/gpu/test_backend.py tests/gpu/test_fast_launch.py"
+                " tests/gpu/test_gpu_scalars.py tests/gpu/test_gpu_embedding.py tests/gpu/test_gpu_softmax.py"
+                " tests/gpu/test_gpu_batch_norm.py tests/gpu/test_gpu_conv.py"
             )
             for item in items:
                 if "gpu" in item.keywords or "on_gpu_when_present" in item.keywords:

@@ -31,7 +31,7 @@ from evaluator.runfolder import (  # noqa: E402
     SUMMARY_MD,
 )
 
-BB = Path(__file__).resolve().parent / "fixtures" / "backendbench"
+BB = Path(__file__).resolve().parents[1] / "fixtures" / "backendbench"
 REFERENCE = {"smoke": BB / "bb_smoketrace_out", "tb": BB / "bb_tb_out"}
 
 

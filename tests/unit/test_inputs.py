@@ -11,7 +11,7 @@ from evaluator.inputs import RULES, materialize, rule_for
 from evaluator.suites import EXCLUDED_OPS
 from evaluator.testcase import load_trace, parse_case
 
-DATA = Path(__file__).resolve().parent.parent / "evaluator" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evaluator" / "data"
 
 
 def _aten(op: str):

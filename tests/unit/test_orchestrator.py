@@ -21,7 +21,7 @@ from agent.session import RunRequest, Session
 from evaluator.naming import find_kernel_file, kernel_path
 from evaluator.runfolder import read_events
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 ROUND_FILES = {
     "messages.json",

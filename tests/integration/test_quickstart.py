@@ -21,7 +21,7 @@ import pytest
 
 from evaluator.naming import op_to_folder
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = ("pip ", "python3 -m venv ")  # installs and environments: not the test's to run
 
 

@@ -24,8 +24,8 @@ from evaluator.suites import select_operators  # noqa: E402
 from evaluator.testcase import format_trace, load_trace, parse_case  # noqa: E402
 from evaluator.trace import main as trace_main  # noqa: E402
 
-BB = Path(__file__).resolve().parent / "fixtures" / "backendbench"
-DATA = Path(__file__).resolve().parent.parent / "evaluator" / "data"
+BB = Path(__file__).resolve().parents[1] / "fixtures" / "backendbench"
+DATA = Path(__file__).resolve().parents[2] / "evaluator" / "data"
 
 # --------------------------------------------------------------------------- BackendBench's rules
 

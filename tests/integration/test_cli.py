@@ -13,7 +13,7 @@ from rich.console import Console
 
 from agent.run import build_parser, main, make_request
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ISSUE_FLAGS = [
     "--generate-only", "--evaluate-only", "--suite", "--ops", "--num-operators", "--trace-file",
     "--kernels-dir", "--provider", "--model", "--config", "--num-workers", "--max-rounds",

@@ -24,7 +24,7 @@ from evaluator.runfolder import (
     write_json,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 30, 12, 34, 56)
 
 

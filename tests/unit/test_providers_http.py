@@ -24,7 +24,7 @@ from agent.providers.openai_provider import is_reasoning_model
 from agent.providers.registry import make_provider
 from agent.providers.retry import http_failure, is_retryable_status, parse_retry_after
 
-RESPONSES = Path(__file__).parent / "fixtures" / "responses"
+RESPONSES = Path(__file__).resolve().parents[1] / "fixtures" / "responses"
 
 
 @pytest.fixture(autouse=True)

@@ -48,7 +48,7 @@ RELU = textwrap.dedent(
 SLOW_RELU = "import time\ntime.sleep(4)\n" + RELU
 # Kills the process that forked it (its judge's fork server), then behaves honestly.
 # Kills its fork server: the runner's grandparent (runner -> verifier -> fork server). Run with
-# containment off: confined, the signal is refused (tests/test_adversarial.py covers that); the
+# containment off: confined, the signal is refused (tests/integration/test_adversarial.py covers that); the
 # pool's own fault handling is what is tested here, for judges lost to any cause (OOM, a driver).
 KILLS_ITS_JUDGE = (
     "import os, signal\n"

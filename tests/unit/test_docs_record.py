@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _DOC_PATH = re.compile(r"docs/[A-Za-z0-9_./-]+?\.md")
 _SCANNED = ("README.md", "docs", "agent", "evaluator", "benchmarks", "configs", "tests")
 

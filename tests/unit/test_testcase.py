@@ -25,7 +25,7 @@ from evaluator.testcase import (
     serialize_case,
 )
 
-DATA = Path(__file__).resolve().parent.parent / "evaluator" / "data"
+DATA = Path(__file__).resolve().parents[2] / "evaluator" / "data"
 SHIPPED_TRACES = sorted(DATA.glob("*trace*.txt"))
 
 

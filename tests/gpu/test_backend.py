@@ -23,7 +23,7 @@ from evaluator import backend
 from evaluator.errors import UsageError
 from evaluator.tiny_gpt import GPT, CharData, GPTConfig
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "backend_kernels"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "backend_kernels"
 HONEST = FIXTURES / "honest"
 RECURSING = FIXTURES / "recursing"
 HONEST_OPS = ["add.Tensor", "gelu.default", "mm.default", "mul.Tensor", "relu.default"]

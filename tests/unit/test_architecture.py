@@ -10,7 +10,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 # The evaluator's entry points that run candidates: only agent.judging may import them.
 JUDGING_ENTRY = ("evaluator.evaluate", "evaluator.sandbox", "evaluator.harness")

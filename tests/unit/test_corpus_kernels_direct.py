@@ -37,7 +37,7 @@ from evaluator.results import ERROR_FLAGS, REJECT_FLAGS, Flag, Status  # noqa: E
 from evaluator.testcase import CODE_OF_DTYPE, TensorSpec, load_trace  # noqa: E402
 from evaluator.testcase import TestCase as Case  # noqa: E402  (not collected by pytest)
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CORPUS = FIXTURES / "kernels" / "corpus"
 GPU_ONLY = FIXTURES / "kernels" / "gpu_only"
 CORPUS_TRACE = FIXTURES / "corpus_trace.txt"

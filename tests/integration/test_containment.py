@@ -23,7 +23,7 @@ import pytest
 
 from evaluator import confine
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ROOT / "tests/fixtures/kernels/hostile"
 SECRET = "sk-containment-" + uuid.uuid4().hex
 NEEDS_FULL = pytest.mark.skipif(
@@ -379,7 +379,7 @@ print(json.dumps(seen))
 """
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     first, second = (json.loads(line) for line in out.stdout.splitlines()[:2])
     assert first == []

@@ -18,7 +18,7 @@ from evaluator.results import OperatorResult, Status, TestResult
 from evaluator.sandbox import JobState, Outcome, assemble
 from evaluator.testcase import parse_case
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CASES = ["((T([8, 16], f32),), {})", "((T([4, 4], f32),), {})"]
 
 

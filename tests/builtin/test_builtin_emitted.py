@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-_SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "builtin_emit_snapshot.py"
+_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "builtin_emit_snapshot.py"
 
 
 def _snapshot_module():

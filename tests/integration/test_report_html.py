@@ -27,7 +27,7 @@ from agent.report_html.model import load_run
 from agent.report_html.render import unpack_rounds
 from agent.run import main
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAYLOAD = '</script><script>window.__injected=1</script><img src=x onerror="window.__injected=2">'
 NO_CHROMIUM = "chromium is not installed (apt-get install chromium; .ci/run installs it)"
 ARTIFACTS_ENV = "ATENFORGE_TEST_ARTIFACTS"

@@ -8,7 +8,7 @@ import pytest
 
 from agent.extract import ExtractError, extract_candidate
 
-RESPONSES = Path(__file__).parent / "fixtures" / "responses"
+RESPONSES = Path(__file__).resolve().parents[1] / "fixtures" / "responses"
 
 
 def _response(name: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
 PACKAGES = ("agent", "evaluator", "configs", "prompts")
 

@@ -2,7 +2,7 @@
 another call's data, never its own inputs, and the argument sets must be equal to the case.
 
 The batching logic runs here with CPU stand-ins for CUDA events and the GPU wait (no GPU on this
-machine); tests/test_gpu.py times real calls this way on the device."""
+machine); tests/gpu/test_gpu.py times real calls this way on the device."""
 
 from __future__ import annotations
 
@@ -175,7 +175,7 @@ def test_knob_sweep_zipf_indices_are_skewed_in_range_and_keep_the_layout() -> No
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "knob_sweep.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "knob_sweep.py"
     spec = importlib.util.spec_from_file_location("knob_sweep_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # type: ignore[union-attr]
@@ -206,7 +206,7 @@ def test_resweep_list_names_knobs_the_generated_kernels_have() -> None:
     from agent.providers.builtin.request import KernelRequest
     from evaluator.suites import select_operators
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("knob_sweep_lines", root / "benchmarks" / "knob_sweep.py")
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)  # type: ignore[union-attr]

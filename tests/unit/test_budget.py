@@ -96,7 +96,7 @@ def test_replayed_run_with_max_tokens_below_need_stops_after_the_call_that_reach
 ):
     from agent.providers.replay import ReplayProvider
 
-    replay = ReplayProvider(Path(__file__).resolve().parent / "fixtures" / "replay_run")
+    replay = ReplayProvider(Path(__file__).resolve().parents[1] / "fixtures" / "replay_run")
     # relu.default worker 1 recorded 2060 tokens in round 1 and 3040 in round 2.
     cfg = config(tmp_path, num_workers=1, max_rounds=3, max_tokens=2500)
     result = Session(RunRequest(cfg=cfg, mode="generate"), make_parts(replay)).run()

@@ -282,7 +282,7 @@ def test_opinfo_suite_module_is_not_imported_by_suites():
     import sys
 
     code = "import sys, evaluator.suites; print('evaluator.opinfo_suite' in sys.modules)"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
