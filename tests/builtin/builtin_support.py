@@ -11,8 +11,9 @@ sqrt, ...); integers in [-8, 8) (the second operand of integer division kinds is
 fair coins; strides honoured with `as_strided` over a large enough buffer. Ops with other needs
 (index tensors) pass `make_args`.
 
-Kernels run in Triton's CPU interpreter here: TRITON_INTERPRET=1 is set on import (it is read when
-a kernel file is imported, so setting it here is early enough as long as no kernel was imported).
+Kernels run in Triton's CPU interpreter: tests/conftest.py sets TRITON_INTERPRET=1 without a GPU,
+and tests/builtin/conftest.py skips these tests in a process without it. Importing this module
+changes no environment variable.
 """
 
 from __future__ import annotations
@@ -25,13 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import torch
+from kernel_loading import load_kernel  # noqa: F401  (re-exported for the family tests)
 
-import torch  # noqa: E402
-from kernel_loading import load_kernel  # noqa: E402,F401  (re-exported for the family tests)
-
-from evaluator.naming import kernel_file_name, kernel_function_name, normalize_op  # noqa: E402
-from evaluator.testcase import TensorSpec, TestCase  # noqa: E402
+from evaluator.naming import kernel_file_name, kernel_function_name, normalize_op
+from evaluator.testcase import TensorSpec, TestCase
 
 # Ops whose float inputs should be positive (domain of log/sqrt, bases of pow).
 POSITIVE_OPS = {
@@ -229,10 +228,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 sys.path[:0] = json.loads(sys.argv[2])
-from builtin_support import materialize_case  # sets TRITON_INTERPRET=1 if unset: undo it
-from evaluator.testcase import parse_case
 import os
-os.environ["TRITON_INTERPRET"] = "0"
+from builtin_support import materialize_case
+from evaluator.testcase import parse_case
 
 jobs = json.loads(open(sys.argv[1]).read())
 TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",
@@ -495,7 +493,7 @@ def _compile_child(
                 "-c",
                 _COMPILE_CHILD,
                 str(job_file),
-                json.dumps([str(here), str(here.parent)]),
+                json.dumps([str(here), str(here.parent), str(here.parent.parent)]),
             ],
             capture_output=True,
             text=True,

@@ -21,6 +21,9 @@ from agent.providers.builtin.request import KernelRequest
 from evaluator.guards import LaunchCounter, launcher_classes
 from evaluator.testcase import parse_case
 
+# The CPU tests here run in the interpreter without a GPU and on CUDA with one.
+pytestmark = pytest.mark.on_gpu_when_present
+
 HAS_GPU = torch.cuda.is_available()
 
 

@@ -7,14 +7,11 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
-from conftest import FIXTURES
+from layout import FIXTURES
 
 from evaluator.config import EvalConfig
 from evaluator.evaluate import evaluate
 from evaluator.results import Status, flag_name
-
-pytestmark = pytest.mark.gpu
 
 _EITHER = {"wrong_values": {"wrong_values", "nan_mismatch"}}
 

@@ -20,8 +20,6 @@ from kernel_loading import load_kernel
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
 
-pytestmark = pytest.mark.gpu
-
 _OP = "native_batch_norm_backward.default"
 
 

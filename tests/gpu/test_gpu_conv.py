@@ -21,8 +21,6 @@ from kernel_loading import load_kernel
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
 
-pytestmark = pytest.mark.gpu
-
 OP = "convolution.default"
 
 

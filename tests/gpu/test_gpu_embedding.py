@@ -19,8 +19,6 @@ from kernel_loading import load_kernel
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
 
-pytestmark = pytest.mark.gpu
-
 OP = "embedding_dense_backward.default"
 
 _CASES = [  # (indices, columns, weight rows, dtype, Zipf exponent (0: uniform), padding_idx)

@@ -19,8 +19,6 @@ from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
 from evaluator.suites import select_operators
 
-pytestmark = pytest.mark.gpu
-
 
 def _f64(*shape: int, seed: int) -> torch.Tensor:
     gen = torch.Generator().manual_seed(seed)

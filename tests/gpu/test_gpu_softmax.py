@@ -19,8 +19,6 @@ from kernel_loading import load_kernel
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
 
-pytestmark = pytest.mark.gpu
-
 _SHAPES = [(3, 50257), (7, 50258), (133, 50259), (300, 50260), (1001, 40001), (5, 32769)]
 
 

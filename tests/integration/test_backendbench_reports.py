@@ -9,21 +9,18 @@ import csv
 import io
 import json
 import math
-import os
 import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
+from rich.console import Console
 
-import pytest  # noqa: E402
-from rich.console import Console  # noqa: E402
-
-from evaluator import backendbench_report as bb  # noqa: E402
-from evaluator.report import Report, load_report, print_summary, write_reports  # noqa: E402
-from evaluator.results import Flag, OperatorResult, Status, TestResult  # noqa: E402
-from evaluator.runfolder import (  # noqa: E402
+from evaluator import backendbench_report as bb
+from evaluator.report import Report, load_report, print_summary, write_reports
+from evaluator.results import Flag, OperatorResult, Status, TestResult
+from evaluator.runfolder import (
     BB_FAILED_TESTS,
     BB_FULL_RESULTS,
     OPERATOR_CSV,

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from layout import FIXTURES
 from test_judge_pool import _smoke_run, first_busy
 
 from evaluator.config import EvalConfig

@@ -4,21 +4,17 @@ tolerances (a sigmoid-approximated gelu passes the first and fails the second)."
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
+import torch
 
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from evaluator.config import CorrectnessConfig, EvalConfig  # noqa: E402
-from evaluator.evaluate import judge_candidate  # noqa: E402
-from evaluator.inputs import materialize  # noqa: E402
-from evaluator.naming import kernel_function_name, kernel_path  # noqa: E402
-from evaluator.results import Flag, Status  # noqa: E402
-from evaluator.testcase import parse_case  # noqa: E402
+from evaluator.config import CorrectnessConfig, EvalConfig
+from evaluator.evaluate import judge_candidate
+from evaluator.inputs import materialize
+from evaluator.naming import kernel_function_name, kernel_path
+from evaluator.results import Flag, Status
+from evaluator.testcase import parse_case
 
 CASE = (
     "((T([4096], f32), T([512], i64), T([512], u8), T([512], i32), T([64], c64), T([64], b8)), {})"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from layout import FIXTURES
 
 from agent.speed_timing import case_rows, timing_text
 from evaluator.config import EvalConfig, TimingConfig

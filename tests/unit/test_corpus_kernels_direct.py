@@ -8,33 +8,28 @@ identical, at least one Triton launch and no ATen compute in its wrapper. The ad
 are never imported here: they segfault, hang, exit or patch torch at import; only the evaluator's
 sandbox may run them. The file layout and both trace fixtures are checked too.
 
-TRITON_INTERPRET must be set before the kernels' `@triton.jit` decorators run and before triton's
-first launch (which imports more of triton); hence it is set at the top of this module.
+The kernels run in Triton's interpreter, which tests/conftest.py turns on without a GPU.
 """
 
 from __future__ import annotations
 
-import os
+import filecmp
+import importlib.util
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
-os.environ["TRITON_INTERPRET"] = "1"
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-import filecmp  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-
-from evaluator.config import CorrectnessConfig  # noqa: E402
-from evaluator.naming import kernel_function_name, kernel_path, op_to_folder  # noqa: E402
-from evaluator.results import ERROR_FLAGS, REJECT_FLAGS, Flag, Status  # noqa: E402
-from evaluator.testcase import CODE_OF_DTYPE, TensorSpec, load_trace  # noqa: E402
+from evaluator.config import CorrectnessConfig
+from evaluator.naming import kernel_function_name, kernel_path, op_to_folder
+from evaluator.results import ERROR_FLAGS, REJECT_FLAGS, Flag, Status
+from evaluator.testcase import CODE_OF_DTYPE, TensorSpec, load_trace
 from evaluator.testcase import TestCase as Case  # noqa: E402  (not collected by pytest)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

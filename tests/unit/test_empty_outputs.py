@@ -7,21 +7,17 @@ launch on a non-empty case of the same operator is still rejected.
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
 
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from agent.providers.builtin.registry import WRITERS  # noqa: E402
-from agent.providers.builtin.request import KernelRequest  # noqa: E402
-from evaluator.config import EvalConfig  # noqa: E402
-from evaluator.evaluate import judge_candidate  # noqa: E402
-from evaluator.naming import kernel_function_name, kernel_path  # noqa: E402
-from evaluator.results import Flag, Status  # noqa: E402
-from evaluator.testcase import parse_case  # noqa: E402
+from agent.providers.builtin.registry import WRITERS
+from agent.providers.builtin.request import KernelRequest
+from evaluator.config import EvalConfig
+from evaluator.evaluate import judge_candidate
+from evaluator.naming import kernel_function_name, kernel_path
+from evaluator.results import Flag, Status
+from evaluator.testcase import parse_case
 
 EMPTY_CASES = {
     "mm.default": ["((T([0, 5], f32), T([5, 10], f32)), {})", "((T([4, 5], f32), T([5, 3], f32)), {})"],

@@ -3,23 +3,19 @@
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+import pytest
 
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from agent.providers.builtin.registry import WRITERS  # noqa: E402
-from agent.providers.builtin.request import KernelRequest  # noqa: E402
-from agent.run import make_request  # noqa: E402
-from evaluator.backend_selection import discover_kernels  # noqa: E402
-from evaluator.config import EvalConfig  # noqa: E402
-from evaluator.evaluate import evaluate  # noqa: E402
-from evaluator.naming import find_kernel_file  # noqa: E402
-from evaluator.results import Status  # noqa: E402
-from evaluator.suites import select_operators  # noqa: E402
+from agent.providers.builtin.registry import WRITERS
+from agent.providers.builtin.request import KernelRequest
+from agent.run import make_request
+from evaluator.backend_selection import discover_kernels
+from evaluator.config import EvalConfig
+from evaluator.evaluate import evaluate
+from evaluator.naming import find_kernel_file
+from evaluator.results import Status
+from evaluator.suites import select_operators
 
 OP = "relu.default"
 FOLDER = "relu__default"

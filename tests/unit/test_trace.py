@@ -419,7 +419,7 @@ def test_every_case_text_of_a_zoo_style_run_parses():
 
 def test_operator_from_own_trace_evaluates_end_to_end(tmp_path):
     """Trace a model of our own, then judge a real kernel on the cases that trace recorded."""
-    from conftest import FIXTURES
+    from layout import FIXTURES
 
     from evaluator.config import EvalConfig
     from evaluator.evaluate import evaluate
