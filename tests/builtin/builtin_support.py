@@ -1,15 +1,17 @@
-"""Test support for builtin-provider kernels: run a generated kernel file against eager ATen.
+"""Test support for builtin-provider kernels: run a generated kernel file and judge it as the
+evaluator does.
 
 `run_generated(op, source, cases, seed=0)` writes `source` as the op's kernel file in a temporary
-folder, imports it, calls `<folder>_kernel_impl` on seeded inputs built from each TestCase and
-compares every output (and, for in-place/out= overloads, the written tensor) with
-`torch.ops.aten.<name>.<overload>` on an identical copy of the inputs. It returns one line per
-mismatch (empty when all good). Tolerances are the evaluator's strict per-dtype ones.
+folder, imports it, calls `<folder>_kernel_impl` on each TestCase's inputs and compares every
+output (and, for in-place/out= overloads, the written tensor) with
+`torch.ops.aten.<name>.<overload>` on an identical copy of the inputs; inputs eager leaves alone
+must stay bitwise untouched. It returns one line per mismatch (empty when all good).
 
-Inputs (`materialize_case`): floats ~ randn, or |randn| + 0.1 for ops that need positives (log,
-sqrt, ...); integers in [-8, 8) (the second operand of integer division kinds is never 0); bools
-fair coins; strides honoured with `as_strided` over a large enough buffer. Ops with other needs
-(index tensors) pass `make_args`.
+Inputs and comparison are the evaluator's own, so these tests judge like the evaluator does:
+`evaluator.inputs.materialize` (seeded values, per-op rules for indices, positive and nonzero
+operands, strides) and `evaluator.checks.compare` with the default (strict) per-dtype tolerances
+of `CorrectnessConfig`. Ops with other needs (particular index patterns, special values) pass
+`make_args`.
 
 Kernels run in Triton's CPU interpreter: tests/conftest.py sets TRITON_INTERPRET=1 without a GPU,
 and tests/builtin/conftest.py skips these tests in a process without it. Importing this module
@@ -18,7 +20,6 @@ changes no environment variable.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import tempfile
@@ -29,72 +30,24 @@ from typing import Any
 import torch
 from kernel_loading import load_kernel  # noqa: F401  (re-exported for the family tests)
 
+from evaluator import checks
+from evaluator.config import CorrectnessConfig
+from evaluator.inputs import materialize
 from evaluator.naming import kernel_file_name, kernel_function_name, normalize_op
-from evaluator.testcase import TensorSpec, TestCase
+from evaluator.testcase import TestCase
 
-# Ops whose float inputs should be positive (domain of log/sqrt, bases of pow).
-POSITIVE_OPS = {
-    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "pow", "log_", "log2_", "log10_",
-    "log1p_", "sqrt_", "rsqrt_", "pow_",
-}  # fmt: skip
-# Ops whose second tensor/scalar operand must not be zero for integer dtypes.
-NONZERO_DIVISOR_OPS = {
-    "div", "div_", "remainder", "remainder_", "fmod", "fmod_", "floor_divide", "floor_divide_",
-}  # fmt: skip
-
-TOLERANCES: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol), the evaluator's strict
-    torch.float16: (1e-3, 2e-3),
-    torch.bfloat16: (1e-2, 1.6e-2),
-    torch.float32: (1e-4, 1e-4),
-    torch.float64: (1e-7, 1e-7),
-}
+CORRECTNESS = CorrectnessConfig()  # the evaluator's default: strict per-dtype tolerances
 
 MakeArgs = Callable[[str, TestCase, torch.Generator], tuple[tuple[Any, ...], dict[str, Any]]]
-
-
-def make_tensor(
-    spec: TensorSpec, gen: torch.Generator, *, positive: bool = False, nonzero: bool = False
-) -> torch.Tensor:
-    """A seeded tensor for `spec` on the CPU, strided as the spec says."""
-    numel = spec.storage_numel() if spec.stride is not None else spec.numel()
-    if spec.dtype == torch.bool:
-        flat = torch.randint(0, 2, (numel,), generator=gen).bool()
-    elif spec.dtype.is_floating_point:
-        flat = torch.randn(numel, generator=gen, dtype=torch.float64)
-        if positive:
-            flat = flat.abs() + 0.1
-        flat = flat.to(spec.dtype)
-    else:
-        low = 0 if spec.dtype == torch.uint8 else -8
-        flat = torch.randint(low, 8, (numel,), generator=gen).to(spec.dtype)
-        if nonzero:
-            flat = torch.where(flat == 0, torch.ones_like(flat), flat)
-    if spec.stride is None:
-        return flat.reshape(spec.shape)
-    return flat.as_strided(spec.shape, spec.stride)
 
 
 def materialize_case(
     op: str, case: TestCase, gen: torch.Generator
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Seeded inputs for a case, following the rules in the module docstring."""
-    base = normalize_op(op).split(".", 1)[0]
-    positive = base in POSITIVE_OPS
-    divides = base in NONZERO_DIVISOR_OPS
-
-    def build(value: Any, nonzero: bool) -> Any:
-        if isinstance(value, TensorSpec):
-            return make_tensor(value, gen, positive=positive, nonzero=nonzero)
-        if isinstance(value, list):
-            return [build(v, nonzero) for v in value]
-        if isinstance(value, tuple):
-            return tuple(build(v, nonzero) for v in value)
-        return value
-
-    # the divisor of division kinds is the second positional argument
-    args = tuple(build(a, divides and i >= 1) for i, a in enumerate(case.args))
-    kwargs = {k: build(v, False) for k, v in case.kwargs.items()}
-    return args, kwargs
+    """The evaluator's inputs for a case on the CPU (`evaluator.inputs.materialize`), with the
+    seed drawn from `gen` (so a seeded generator gives the same inputs every time)."""
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen).item())
+    return materialize(op, case, "cpu", seed)
 
 
 def _clone(value: Any) -> Any:
@@ -113,39 +66,25 @@ def _clone(value: Any) -> Any:
 
 
 def compare(name: str, got: Any, want: Any) -> list[str]:
-    """Mismatch lines between a kernel's output and eager's (tensors, tuples of them, scalars)."""
-    if isinstance(want, tuple | list):
-        if not isinstance(got, tuple | list) or len(got) != len(want):
-            return [f"{name}: expected {len(want)} outputs, got {type(got).__name__}"]
+    """Mismatch lines between a kernel's output and eager's (tensors, tuples of them, scalars),
+    from the evaluator's comparison (`evaluator.checks.compare`, strict tolerances)."""
+    result = checks.compare(got, want, CORRECTNESS, name)
+    return [] if result.ok else [result.message or f"{name}: differs ({result.flags})"]
+
+
+def _untouched(name: str, value: Any, pristine: Any, after_eager: Any) -> list[str]:
+    """As the evaluator checks inputs: where eager left a tensor bitwise alone the kernel must too;
+    where eager wrote it without saying so, the kernel's must match within tolerance."""
+    if isinstance(value, list | tuple):
         lines: list[str] = []
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            lines += compare(f"{name}[{i}]", g, w)
+        for i, (v, p, r) in enumerate(zip(value, pristine, after_eager, strict=False)):
+            lines += _untouched(f"{name}[{i}]", v, p, r)
         return lines
-    if not isinstance(want, torch.Tensor):
-        return [] if got == want else [f"{name}: expected {want!r}, got {got!r}"]
-    if not isinstance(got, torch.Tensor):
-        return [f"{name}: expected a tensor, got {type(got).__name__}"]
-    if got.dtype != want.dtype:
-        return [f"{name}: dtype {got.dtype}, expected {want.dtype}"]
-    if got.shape != want.shape:
-        return [f"{name}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"]
-    if want.dtype not in TOLERANCES:
-        bad = got != want
-        if bad.any():
-            return [f"{name}: {int(bad.sum())} of {want.numel()} elements differ (exact dtype)"]
+    if not isinstance(value, torch.Tensor):
         return []
-    atol, rtol = TOLERANCES[want.dtype]
-    g, w = got.double(), want.double()
-    if not torch.equal(g.isnan(), w.isnan()):
-        return [f"{name}: NaN positions differ"]
-    close = torch.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-    if close.all():
-        return []
-    diff = (g - w).abs().nan_to_num(nan=0.0, posinf=math.inf)
-    return [
-        f"{name}: {int((~close).sum())} of {want.numel()} elements differ, "
-        f"max abs error {diff.max().item():.3g} (atol {atol}, rtol {rtol})"
-    ]
+    if checks.bitwise_equal(after_eager, pristine):
+        return [] if checks.bitwise_equal(value, pristine) else [f"{name}: input mutated"]
+    return compare(f"{name} (eager updates it in place)", value, after_eager)
 
 
 def _upcast(value: Any) -> Any:
@@ -186,7 +125,6 @@ def run_generated(
     mutating = [
         i for i, a in enumerate(eager._schema.arguments) if a.alias_info and a.alias_info.is_write
     ]
-    build = make_args or materialize_case
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="builtin_kernel_") as tmp:
         try:
@@ -195,9 +133,14 @@ def run_generated(
             return [f"import failed: {type(exc).__name__}: {exc}"]
         for index, case in enumerate(cases):
             label = f"case {index} {case.serialize()}"
-            gen = torch.Generator().manual_seed(seed * 1000 + index)
-            args, kwargs = build(op, case, gen)
+            if make_args is None:
+                args, kwargs = materialize(op, case, "cpu", seed * 1000 + index)
+            else:
+                args, kwargs = make_args(
+                    op, case, torch.Generator().manual_seed(seed * 1000 + index)
+                )
             ref_args, ref_kwargs = _clone(args), _clone(kwargs)
+            pristine_args, pristine_kwargs = _clone(args), _clone(kwargs)
             try:
                 want = expected(*ref_args, **ref_kwargs)
             except Exception as exc:
@@ -216,6 +159,15 @@ def run_generated(
                 problems += [f"{label}: {p}" for p in compare(f"mutated {arg_name}", mine, theirs)]
                 if isinstance(got, torch.Tensor) and got is not mine:
                     problems.append(f"{label}: did not return the mutated {arg_name}")
+            written = {eager._schema.arguments[i].name for i in mutating}
+            for i, value in enumerate(args):
+                if i not in mutating:
+                    lines = _untouched(f"arg{i}", value, pristine_args[i], ref_args[i])
+                    problems += [f"{label}: {p}" for p in lines]
+            for key, value in kwargs.items():
+                if key not in written:
+                    lines = _untouched(key, value, pristine_kwargs[key], ref_kwargs[key])
+                    problems += [f"{label}: {p}" for p in lines]
     return problems
 
 
