@@ -6,7 +6,7 @@
 The pydantic models (`agent.config.RunConfig` and the `evaluator.config` models it embeds) are
 the one source of defaults and descriptions; the TOML is their rendering, so a reader sees every
 key in one file and loading it gives exactly the models' defaults. A key whose default is None is
-a commented line (unset). tests/test_config_doc.py holds the checked-in file to this output.
+a commented line (unset). tests/unit/test_config_doc.py holds the checked-in file to this output.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ One line per probe: EQUAL (same bits), DIFF with the max abs difference, or the 
 raised. Triton's launcher packs an unannotated float argument as fp32, so on the GPU a kernel
 that takes its scalars that way shows differences of 1e-9..1e-6 here
 (docs/history/BENCHMARKS-2026-11-to-12.md §20);
-the interpreter (cpu) keeps doubles and cannot show them. tests/test_gpu_scalars.py keeps the
+the interpreter (cpu) keeps doubles and cannot show them. tests/gpu/test_gpu_scalars.py keeps the
 assertions; this lists every probe at once.
 """
 

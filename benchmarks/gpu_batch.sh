@@ -36,11 +36,11 @@ for step in "$@"; do
     confined)
       # containment on the GPU: what the machine enforces, then the sandbox-judged GPU tests
       timeout 60 python3 -m evaluator.confine --check > "$out/confined.log" 2>&1
-      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_containment.py \
+      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu.py tests/integration/test_containment.py \
         -m "gpu or not gpu" >> "$out/confined.log" 2>&1 ;;
     speedtests)
-      timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_speed_rounds.py \
-        tests/test_compile_baseline.py > "$out/speedtests.log" 2>&1 ;;
+      timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/unit/test_speed_rounds.py \
+        tests/unit/test_compile_baseline.py > "$out/speedtests.log" 2>&1 ;;
     agent10)
       timeout 300 python3 -m agent.run --provider builtin --suite torchbench --num-operators 10 \
         --device cuda --num-workers 1 --kernels-dir /tmp/k10 > "$out/agent10.log" 2>&1
@@ -113,7 +113,8 @@ for step in "$@"; do
         /usr/local/cuda/bin/ncu --import "/tmp/ncu_$op.ncu-rep" --page details > "$out/ncu_$op.txt" 2>&1
       done ;;
     gputests)
-      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py tests/test_gpu_scalars.py tests/test_gpu_embedding.py tests/test_gpu_softmax.py tests/test_gpu_batch_norm.py tests/test_gpu_conv.py \
+      # the CUDA tests (tests/gpu/, the folder is the marker), in a process without TRITON_INTERPRET
+      env -u TRITON_INTERPRET timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu \
         > "$out/gputests.log" 2>&1 ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac

@@ -27,7 +27,8 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+_TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path[:0] = [str(_TESTS / "builtin"), str(_TESTS)]
 
 from builtin_support import load_order_many  # noqa: E402
 

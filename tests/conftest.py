@@ -1,4 +1,19 @@
-"""Shared test setup: Triton's interpreter on CPU-only machines, the `gpu` marker, tests/ on sys.path."""
+"""Shared test setup: where Triton runs, the markers the folders stand for, tests/ on sys.path.
+
+The folder a test lives in says what it needs, and its conftest gives its tests that marker:
+  tests/unit/         fast, in-process checks (the evaluator's parts on the CPU included)  `unit`
+  tests/builtin/      the builtin writer's kernels, run in Triton's interpreter on CPU tensors  `builtin`
+  tests/integration/  real sandboxes, subprocesses, the agent end to end, installs  `integration`
+  tests/gpu/          CUDA: needs a GPU (skipped without one), except modules marked
+                      `on_gpu_when_present`, which run in the interpreter without a GPU  `gpu`
+A test elsewhere may carry `gpu` itself (one CUDA test among CPU ones); it is skipped the same way.
+
+TRITON_INTERPRET is set here and only here: on a machine without CUDA, to 1 (Triton's interpreter),
+before any test module imports triton (pytest imports this file first; Triton reads the variable
+when a kernel is decorated). On a GPU machine it is left as the caller set it: `python -m pytest
+-q -m "gpu or on_gpu_when_present"` runs the GPU tests on CUDA, `TRITON_INTERPRET=1 python -m pytest
+-q -n auto` the rest in the interpreter.
+"""
 
 from __future__ import annotations
 
@@ -10,36 +25,32 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
+import torch  # noqa: E402  (torch does not import triton)
 
 HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:
-    # Must be set before triton is imported anywhere in the test process.
     os.environ.setdefault("TRITON_INTERPRET", "1")
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from layout import GPU_COMMAND  # noqa: E402
 
 
+@pytest.hookimpl(trylast=True)  # after the folder conftests added their markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if HAS_GPU:
-        if os.environ.get("TRITON_INTERPRET") == "1":
-            # A CPU-only test module (builtin_support) switched this process to the interpreter
-            # while it was collected: CUDA tests cannot run in it.
-            skip = pytest.mark.skip(
-                reason="this process runs Triton's interpreter (set by the CPU family tests): "
-                "run the GPU tests apart: pytest tests/test_gpu.py tests/test_backend.py tests/test_fast_launch.py"
-                " tests/test_gpu_scalars.py tests/test_gpu_embedding.py tests/test_gpu_softmax.py"
-                " tests/test_gpu_batch_norm.py tests/test_gpu_conv.py"
-            )
-            for item in items:
-                if "gpu" in item.keywords or "on_gpu_when_present" in item.keywords:
-                    item.add_marker(skip)
+    if not HAS_GPU:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    if INTERPRETED:
+        skip = pytest.mark.skip(
+            reason="this process runs Triton's interpreter (TRITON_INTERPRET=1): run the GPU "
+            f"tests in a process without it: {GPU_COMMAND}"
+        )
+        for item in items:
+            if item.get_closest_marker("gpu") or item.get_closest_marker("on_gpu_when_present"):
+                item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

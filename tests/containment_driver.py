@@ -1,6 +1,6 @@
 """Judge hostile kernels, each followed by an honest one, in one Sandbox; print the verdicts as JSON.
 
-Run by tests/test_containment.py in a subprocess whose environment holds a fake API key, so the
+Run by tests/integration/test_containment.py in a subprocess whose environment holds a fake API key, so the
 sandbox's ancestors hold a secret in their /proc/<pid>/environ, as `agent.run` does.
 Usage: python tests/containment_driver.py MODE SCRATCH KERNEL.py... (MODE: fork | fresh)
 """

@@ -1,7 +1,7 @@
 """Import a kernel file written by a test, without touching the process's Triton mode.
 
-Kept apart from builtin_support (which sets TRITON_INTERPRET=1 on import for the CPU family tests)
-so that GPU tests can load generated kernels and still compile them for the real device.
+Shared by the builtin family tests (in the interpreter) and the GPU tests (compiled for the device):
+the process's Triton mode decides which.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `FAMILY_MODULES` maps each family's display name to its module; every family module exports
 `WRITERS` (normalized overload such as `add.Tensor` -> Writer). `WRITERS` merges them, `FAMILIES`
 maps each family to the overloads it covers and `FAMILY_OF` the other way. No two families
-write the same overload (tests/test_builtin_registry.py checks it).
+write the same overload (tests/builtin/test_builtin_registry.py checks it).
 """
 
 from __future__ import annotations

@@ -1,0 +1,148 @@
+"""The imports match docs/ARCHITECTURE.md's parts table, and the one-way rules hold.
+
+Every import statement counts, those inside functions too (a lazy import is still an arrow).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "ARCHITECTURE.md"
+# The evaluator's entry points that run candidates: only agent.judging may import them.
+JUDGING_ENTRY = ("evaluator.evaluate", "evaluator.sandbox", "evaluator.harness")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[Path, set[str]]:
+    """Each agent/evaluator source file and the agent/evaluator modules it imports."""
+    out: dict[Path, set[str]] = {}
+    for top in ("agent", "evaluator"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            names: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names.add(node.module)
+                    names.update(f"{node.module}.{alias.name}" for alias in node.names)
+            out[path] = {n for n in names if n.split(".")[0] in ("agent", "evaluator")}
+    return out
+
+
+def _parts_table() -> tuple[dict[str, str], dict[str, set[str]]]:
+    """(module path or folder -> part, part -> the parts it imports) from the doc's table."""
+    text = DOC.read_text(encoding="utf-8")
+    table = text.split("<!-- parts: begin -->")[1].split("<!-- parts: end -->")[0]
+    where: dict[str, str] = {}
+    arrows: dict[str, set[str]] = {}
+    for line in table.strip().splitlines()[2:]:
+        part, modules, imports = (cell.strip() for cell in line.strip("|").split("|"))
+        for module in re.findall(r"`([^`]+)`", modules):
+            where[module] = part
+        arrows[part] = {name.strip() for name in imports.split(",") if name.strip()}
+    return where, arrows
+
+
+def _part_of(path: Path, where: dict[str, str]) -> str | None:
+    rel = path.relative_to(ROOT).as_posix()
+    if rel in where:
+        return where[rel]
+    folders = [f for f in where if f.endswith("/") and rel.startswith(f)]
+    return where[max(folders, key=len)] if folders else None
+
+
+def _module_part(module: str, files: dict[str, Path], where: dict[str, str]) -> str | None:
+    """The part of an imported name (a module, or a name inside one)."""
+    while module:
+        if module in files:
+            return _part_of(files[module], where)
+        module = module.rpartition(".")[0]
+    return None
+
+
+def _actual_arrows() -> tuple[dict[str, set[str]], list[str]]:
+    where, _ = _parts_table()
+    imports = _imports()
+    files = {_module_name(path): path for path in imports}
+    arrows: dict[str, set[str]] = defaultdict(set)
+    unplaced = []
+    for path, names in imports.items():
+        part = _part_of(path, where)
+        if part is None:
+            if path != ROOT / "agent" / "__init__.py":
+                unplaced.append(path.relative_to(ROOT).as_posix())
+            continue
+        for name in names:
+            target = _module_part(name, files, where)
+            if target is not None and target != part:
+                arrows[part].add(target)
+    return arrows, unplaced
+
+
+def test_every_module_belongs_to_a_part_of_the_doc() -> None:
+    _, unplaced = _actual_arrows()
+    assert not unplaced, f"give these a part in docs/ARCHITECTURE.md's table: {unplaced}"
+
+
+def test_imports_are_exactly_the_arrows_of_the_doc() -> None:
+    _, documented = _parts_table()
+    actual, _ = _actual_arrows()
+    for part in sorted(set(documented) | set(actual)):
+        missing = actual.get(part, set()) - documented.get(part, set())
+        stale = documented.get(part, set()) - actual.get(part, set())
+        assert not missing, f"{part} imports {sorted(missing)}: not drawn in docs/ARCHITECTURE.md"
+        assert not stale, f"docs/ARCHITECTURE.md draws {part} -> {sorted(stale)}: no import does"
+
+
+def test_the_arrows_have_no_cycle() -> None:
+    _, arrows = _parts_table()
+    state: dict[str, int] = {}
+
+    def visit(part: str, path: list[str]) -> None:
+        state[part] = 1
+        for nxt in arrows.get(part, ()):
+            assert state.get(nxt) != 1, f"cycle: {' -> '.join([*path, part, nxt])}"
+            if nxt not in state:
+                visit(nxt, [*path, part])
+        state[part] = 2
+
+    for part in arrows:
+        if part not in state:
+            visit(part, [])
+
+
+def test_evaluator_never_imports_the_agent() -> None:
+    bad = {
+        path.relative_to(ROOT).as_posix(): sorted(n for n in names if n.startswith("agent"))
+        for path, names in _imports().items()
+        if path.is_relative_to(ROOT / "evaluator") and any(n.startswith("agent") for n in names)
+    }
+    assert not bad, bad
+
+
+def test_providers_and_the_run_log_do_not_import_each_other() -> None:
+    imports = _imports()
+    providers = ROOT / "agent" / "providers"
+    for path, names in imports.items():
+        if path.is_relative_to(providers):
+            assert not {n for n in names if n.startswith("agent.runlog")}, path
+    runlog = imports[ROOT / "agent" / "runlog.py"]
+    assert not {n for n in runlog if n.startswith("agent.providers")}
+    messages = imports[ROOT / "agent" / "messages.py"]
+    assert not messages, "agent/messages.py is plain data: it imports no other part"
+
+
+def test_only_judging_imports_the_evaluators_entry_points() -> None:
+    judging = ROOT / "agent" / "judging.py"
+    for path, names in _imports().items():
+        if path.is_relative_to(ROOT / "agent") and path != judging:
+            hits = [n for n in names if n.startswith(JUDGING_ENTRY)]
+            assert not hits, f"{path.relative_to(ROOT)} imports {hits}: go through agent.judging"
