@@ -26,8 +26,8 @@ for step in "$@"; do
         --concurrent 8 --out "$out/sandbox_cost8.json" > "$out/cost8.log" 2>&1 ;;
     adversarial)
       # the GPU-only hostile kernels (side stream, timed calls, freed memory) and the sandbox-judged GPU tests
-      timeout 400 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_adversarial.py tests/test_gpu.py \
-        tests/test_adversarial.py > "$out/adversarial.log" 2>&1 ;;
+      timeout 400 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_adversarial.py tests/gpu/test_gpu.py \
+        tests/integration/test_adversarial.py > "$out/adversarial.log" 2>&1 ;;
     speed10)
       # speed rounds with the builtin provider: per operator speedup before and after
       timeout -s INT -k 30 "${SPEED_TIMEOUT:-420}" python3 -m agent.run --provider builtin --suite torchbench \

@@ -5,7 +5,7 @@ CPython 3.11.0-3.11.7 and 3.12.0-3.12.1 keep the counter that guards the depth o
 built (a garbage collection runs a finalizer written in Python), another thread's `ast.parse`
 moves the same counter, and one of them fails with `SystemError: AST constructor recursion depth
 mismatch`. CPython 3.11.8 and 3.12.2 give each call its own counter. On 3.11.7 it happens (the
-stress in tests/ast_stress.py raises it within a tenth of a second), and the agent's workers run
+stress in tests/integration/ast_stress.py raises it within a tenth of a second), and the agent's workers run
 in threads while the builtin writer, the code extraction and the case parser parse Python.
 
 Contract:

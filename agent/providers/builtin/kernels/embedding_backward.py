@@ -116,7 +116,7 @@ _EMBED_PDL = True
 # dependent kernels whose programs may touch memory before `_pdl_enter(PDL_WAIT, ...)`: each
 # reads, before its wait, only what a launch before the one ahead of it wrote (the counts, the
 # scan's total, the ranks: see their docstrings), and waits before reading anything else
-# (tests/test_builtin_pdl.py holds every other kernel to waiting first)
+# (tests/builtin/test_builtin_pdl.py holds every other kernel to waiting first)
 _PDL_WAITS_LATER = ("_embed_rank_kernel", "_embed_seg_kernel", "_embed_fix_kernel")
 # the sorted path copies each weight row named once (most rows for uniform indices) from its
 # grad row, in programs of the rank kernel's launch that read the grad in index order, and

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES
+from layout import FIXTURES
 
 from evaluator.config import EvalConfig
 from evaluator.results import Status, flag_name

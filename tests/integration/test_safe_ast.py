@@ -12,7 +12,7 @@ import pytest
 
 from evaluator import safe_ast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STRESS = Path(__file__).resolve().parent / "ast_stress.py"
 
 

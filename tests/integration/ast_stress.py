@@ -5,7 +5,7 @@ garbage whose `__del__` runs when the parse's own allocations trigger a collecti
 threads start and stop in waves (the race shows most then); on CPython 3.11.7 a bare `ast.parse`
 fails within a tenth of a second.
 
-`python tests/ast_stress.py MODE SECONDS` prints one JSON line {"errors", "parses", "seconds"} and
+`python tests/integration/ast_stress.py MODE SECONDS` prints one JSON line {"errors", "parses", "seconds"} and
 stops at the first SystemError or after SECONDS. MODE `raw`: the threads call `ast.parse`;
 `paths`: they take the project's own parsing paths (code extraction, case parsing, the builtin
 writer's launcher scan), without `safe_ast.install()`, so an unguarded call among them shows.
