@@ -39,8 +39,3 @@ class GpuLock:
 
     def release(self) -> None:
         fcntl.flock(self._rw, fcntl.LOCK_UN)
-
-    def close(self) -> None:
-        """Release and close both files (a process that leaves the lock for good)."""
-        self._rw.close()
-        self._turnstile.close()

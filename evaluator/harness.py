@@ -757,6 +757,8 @@ class Judge:
                 self.gpu_lock.exclusive()  # a rerun after the GPU ran out of memory: alone
             else:
                 self.gpu_lock.share()  # before any CUDA work: a timing sandbox may own the GPU
+        if self.runner is not None and self.device == "cuda":
+            self.runner.warm()  # its context while this process computes references
         prepared = self.prepare(cases)
         self.out.write({"event": "prepared", "n": len(prepared)})
         # Trusted setup is over: confine the process that imports the kernel before it loads

@@ -114,6 +114,14 @@ class RunnerClient:
                 self.exit_flag = f"exit_called:{code}"
         return self.exit_flag
 
+    def warm(self) -> None:
+        """Let the runner make its CUDA context ready now (no reply: it overlaps the verifier's
+        references). Send only while holding the shared GPU lock."""
+        try:
+            channel.send(self.sock, {"kind": "warm"}, [])
+        except OSError as exc:
+            self._gone(str(exc))
+
     def load(self, kernel_file: str) -> dict[str, Any]:
         """Have the runner import the kernel. Returns {"error": load_error event or None,
         "flags": [...]}; a runner that dies importing yields an error event for its exit."""
@@ -302,29 +310,16 @@ def _mark(what: str) -> None:
         print(f"runner {what} t={time.monotonic():.4f}", file=sys.stderr, flush=True)
 
 
-def _warm_cuda(timing_lock: str | None) -> None:
+def _warm_cuda() -> None:
     """Make the CUDA context and Triton's driver and launcher ready while the verifier computes
     its references, before confinement (the driver's first use opens and maps what the confined
-    process may no longer reach): the candidate's first call then pays only its own kernel.
-    Under the shared GPU lock, as all correctness work: no warm-up lands in another sandbox's
-    timing; released after, so the verifier can take the lock alone to time."""
+    process may no longer reach): the candidate's first call then pays only its own kernel. Only
+    on the verifier's `warm` message, which it sends once it holds the shared GPU lock: this work
+    is covered by that hold (the runner takes no lock of its own: waiting for one here while the
+    verifier waits for this process would deadlock behind a queued timer)."""
     import triton
     import triton.language as tl
 
-    lock = None
-    if timing_lock:
-        from evaluator.gpu_lock import GpuLock
-
-        lock = GpuLock(timing_lock)
-        lock.share()
-    try:
-        _warm_cuda_now(triton, tl)
-    finally:
-        if lock is not None:
-            lock.close()
-
-
-def _warm_cuda_now(triton: Any, tl: Any) -> None:
     torch.cuda.init()
     x = torch.zeros(1, device="cuda")
     try:
@@ -347,12 +342,16 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     op = harness.normalize_op(spec["op"])
     device = spec["device"]
     inst = harness.Instruments.install(device)  # while the verifier computes its references
-    if device == "cuda":
-        _warm_cuda(spec.get("timing_lock"))
-    _mark("ready")
     header, _ = channel.recv(sock, 0)
+    if header.get("kind") == "warm" and device == "cuda":
+        _warm_cuda()
+        _mark("warm")
+        header, _ = channel.recv(sock, 0)
     if header.get("kind") != "load":
         return
+    if device == "cuda" and not torch.cuda.is_initialized():
+        torch.cuda.init()  # the context before confinement, in any case
+        torch.empty(1, device="cuda")
     violations: list[str] = []
     containment, full = _enter_confinement(spec, violations)
     _mark("confined")
