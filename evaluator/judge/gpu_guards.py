@@ -65,28 +65,41 @@ class NumericsState:
 
     def _restore(self) -> None:
         o = self.original
-        cuda = torch.backends.cuda
-        cuda.matmul.allow_tf32 = o["matmul.allow_tf32"]
-        torch.backends.cudnn.allow_tf32 = o["cudnn.allow_tf32"]
-        torch.set_float32_matmul_precision(o["float32_matmul_precision"])
-        cuda.matmul.allow_fp16_reduced_precision_reduction = o[
-            "matmul.allow_fp16_reduced_precision_reduction"
+        cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
+        setters = [
+            lambda: setattr(cuda.matmul, "allow_tf32", o["matmul.allow_tf32"]),
+            lambda: setattr(cudnn, "allow_tf32", o["cudnn.allow_tf32"]),
+            lambda: torch.set_float32_matmul_precision(o["float32_matmul_precision"]),
+            lambda: setattr(
+                cuda.matmul,
+                "allow_fp16_reduced_precision_reduction",
+                o["matmul.allow_fp16_reduced_precision_reduction"],
+            ),
+            lambda: setattr(
+                cuda.matmul,
+                "allow_bf16_reduced_precision_reduction",
+                o["matmul.allow_bf16_reduced_precision_reduction"],
+            ),
+            lambda: setattr(cudnn, "enabled", o["cudnn.enabled"]),
+            lambda: setattr(cudnn, "benchmark", o["cudnn.benchmark"]),
+            lambda: setattr(cudnn, "deterministic", o["cudnn.deterministic"]),
+            lambda: torch.set_default_dtype(
+                getattr(torch, o["default_dtype"].removeprefix("torch."))
+            ),
+            lambda: torch.use_deterministic_algorithms(o["deterministic_algorithms"]),
         ]
-        cuda.matmul.allow_bf16_reduced_precision_reduction = o[
-            "matmul.allow_bf16_reduced_precision_reduction"
-        ]
-        torch.backends.cudnn.enabled = o["cudnn.enabled"]
-        torch.backends.cudnn.benchmark = o["cudnn.benchmark"]
-        torch.backends.cudnn.deterministic = o["cudnn.deterministic"]
-        torch.set_default_dtype(getattr(torch, o["default_dtype"].removeprefix("torch.")))
-        torch.use_deterministic_algorithms(o["deterministic_algorithms"])
         for key, enable in (
             ("sdp.flash_sdp_enabled", "enable_flash_sdp"),
             ("sdp.mem_efficient_sdp_enabled", "enable_mem_efficient_sdp"),
             ("sdp.math_sdp_enabled", "enable_math_sdp"),
         ):
             if key in o and hasattr(cuda, enable):
-                getattr(cuda, enable)(o[key])
+                setters.append(lambda key=key, enable=enable: getattr(cuda, enable)(o[key]))
+        for set_back in setters:
+            try:
+                set_back()
+            except RuntimeError:  # a process that froze a flag (torch's disable_global_flags)
+                pass
 
 
 class StreamWatch:

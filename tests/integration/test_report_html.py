@@ -74,7 +74,11 @@ def replay_run(tmp_path_factory) -> Path:
     shutil.copytree(FIXTURES / "replay_run", recorded)
     hostile = recorded / "ops/add__Tensor/worker_1/round_1/response.md"
     hostile.write_text(f"A first try {PAYLOAD} here.\n\n" + hostile.read_text())
-    args = ["--provider", "replay", "--replay-dir", str(recorded)]
+    # the recorded add.Tensor kernel handles floating dtypes only: the trace's int64 case, a
+    # hidden case of the rounds, would fail it; this run is about the report, so none
+    config = tmp / "no_hidden.toml"
+    config.write_text("[eval]\nhidden_cases_per_op = 0\n")
+    args = ["--config", str(config), "--provider", "replay", "--replay-dir", str(recorded)]
     args += ["--ops", "add.Tensor,relu.default", "--num-workers", "1", "--max-rounds", "3"]
     args += ["--kernels-dir", str(tmp / "kernels"), "--log-dir", str(tmp / "logs")]
     code = main(

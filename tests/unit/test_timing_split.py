@@ -65,17 +65,22 @@ def test_derive_keeps_an_honest_time() -> None:
 
 def test_numerics_switch_flipped_is_named_and_set_back() -> None:
     state = NumericsState()
-    before = torch.backends.cudnn.enabled
-    torch.backends.cudnn.enabled = not before
+    before = torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = not before
     torch.set_float32_matmul_precision("medium")
     try:
         # the matmul precision also switches TF32 for matmuls: both are named
-        assert {"cudnn.enabled", "float32_matmul_precision"} <= set(state.changed())
-        assert torch.backends.cudnn.enabled is before
+        changed = set(state.changed())
+        assert {
+            "matmul.allow_fp16_reduced_precision_reduction",
+            "float32_matmul_precision",
+        } <= changed
+        assert torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction is before
         assert torch.get_float32_matmul_precision() == state.original["float32_matmul_precision"]
         assert state.changed() == []
     finally:
-        torch.backends.cudnn.enabled = before
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = before
+        torch.set_float32_matmul_precision(state.original["float32_matmul_precision"])
 
 
 def test_ghost_replay_own_determinism_switch_is_not_the_kernels() -> None:
