@@ -3,7 +3,7 @@
 The session, the generator and the workers reach the evaluator only through the `Evaluator`
 passed to them (`agent.session.Parts.evaluator`; tests pass fakes). `LocalEvaluator` is the real
 one: candidates are judged in this machine's sandboxes (evaluator.evaluate), operators selected
-from the suites (evaluator.suites), the machine described by evaluator.runfolder. This module imports the evaluator at its top, so the
+from the suites (evaluator.cases.suites), the machine described by evaluator.reports.runfolder. This module imports the evaluator at its top, so the
 agent -> evaluator edge is visible in the imports; the evaluator never imports the agent.
 Importing it loads torch: `python -m agent.run --help` never reaches it.
 """
@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from evaluator.cases.suites import Selection, select_operators
+from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
 from evaluator.evaluate import (
     close_sandboxes,
@@ -23,11 +25,9 @@ from evaluator.evaluate import (
     judge_stats,
     resolve_device,
 )
-from evaluator.judge_pool import judge_capacity
+from evaluator.judging.judge_pool import judge_capacity
+from evaluator.reports.runfolder import environment_info
 from evaluator.results import OperatorResult
-from evaluator.runfolder import environment_info
-from evaluator.suites import Selection, select_operators
-from evaluator.testcase import TestCase
 
 
 class Evaluator(Protocol):
@@ -48,7 +48,7 @@ class Evaluator(Protocol):
         ...
 
     def evaluate(self, kernels_dir: Path | str, **options: Any) -> Any:
-        """Evaluate a kernels folder and write the reports (an evaluator.report.Report)."""
+        """Evaluate a kernels folder and write the reports (an evaluator.reports.report.Report)."""
         ...
 
     def resolve_device(self, device: str) -> str:

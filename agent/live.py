@@ -5,7 +5,7 @@ worker threads through `RunLog.listeners`), the evaluator's per-operator results
 and lines for the person (`say`). With `live=True` it shows one row per operator (status, round,
 worker, tokens, cost, elapsed) between `start` and `stop`; otherwise it prints one plain line per
 event (with `quiet=True` only operator-level lines). `final(result)` prints the closing table:
-the evaluator's summary (`evaluator.report.print_summary`) when the run evaluated, else the
+the evaluator's summary (`evaluator.reports.report.print_summary`) when the run evaluated, else the
 generation outcomes.
 """
 
@@ -244,7 +244,7 @@ class RunView:
     def final(self, result: Any) -> None:
         """The closing table: the evaluation's summary, else what generation kept."""
         if result.report is not None:
-            from evaluator.report import print_summary
+            from evaluator.reports.report import print_summary
 
             print_summary(result.report, self.console)
         elif result.outcomes:

@@ -29,7 +29,7 @@ from agent.budget import cost_text
 from agent.runlog import RunLog, read_json
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op, op_to_folder
-from evaluator.runfolder import results_file
+from evaluator.reports.runfolder import results_file
 
 PREVIEW_LINES = 8
 # Piped output is not cut to rich's 80-column default: a reader (grep, a file) wants whole lines.

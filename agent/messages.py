@@ -29,7 +29,7 @@ class OperatorContext:
 
     op: str  # normalized overload, e.g. "add.Tensor"
     schema: str  # ATen schema string
-    cases: list[Any]  # evaluator.testcase.TestCase
+    cases: list[Any]  # evaluator.cases.testcase.TestCase
     worker: int = 0
     round: int = 0
     feedback: dict[str, Any] | None = None  # the evaluator's verdict on the last candidate

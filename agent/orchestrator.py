@@ -2,7 +2,7 @@
 
 Contract:
 - `Generator(cfg, provider=..., evaluator=..., renderer=..., runlog=..., budget=..., device=...,
-  kernels_dir=..., stop=...).run(ops) -> list[OpOutcome]` works on `ops` (evaluator.suites OpCases) up to
+  kernels_dir=..., stop=...).run(ops) -> list[OpOutcome]` works on `ops` (evaluator.cases.suites OpCases) up to
   `agent.parallel_ops` at once, each with `agent.num_workers` workers (agent.worker).
 - The first passing candidate of an operator wins: it goes to
   `<kernels_dir>/<folder>/<folder>_implementation_v1.py` (an earlier, different file there is
@@ -49,7 +49,7 @@ from agent.runlog import (
 )
 from agent.worker import OpTask, Worker, WorkerReport
 from evaluator.naming import find_kernel_file, kernel_path, op_to_folder
-from evaluator.runfolder import write_text
+from evaluator.reports.runfolder import write_text
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ import jinja2
 import torch
 
 from agent.config import PROMPTS_DIR
+from evaluator.cases.testcase import CODE_OF_DTYPE, TestCase
 from evaluator.errors import UsageError
 from evaluator.naming import (
     base_name,
@@ -32,7 +33,6 @@ from evaluator.naming import (
     normalize_op,
     op_to_folder,
 )
-from evaluator.testcase import CODE_OF_DTYPE, TestCase
 
 TEMPLATE_NAMES = ("system.j2", "generate.j2", "refine.j2", "speed.j2")
 

@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None, *, parts: Any = None, console: Any = Non
     verbose = any(a in ("-v", "--verbose", "--debug") for a in argv)
     session = None
     try:
-        from evaluator.confine import make_undumpable, require_full_containment
+        from evaluator.containment.confine import make_undumpable, require_full_containment
 
         make_undumpable()  # API keys live in this process: no /proc/<pid>/environ for others
         args, request = make_request(argv)

@@ -3,7 +3,7 @@
 Layout (the replay provider and `python -m agent.logs` read it):
     run_dir/run.json                      command line, resolved config, environment, start/end, status
     run_dir/config.json                   the resolved RunConfig (a run can be redone from it)
-    run_dir/events.jsonl                  append-only events (evaluator.runfolder.EventLog)
+    run_dir/events.jsonl                  append-only events (evaluator.reports.runfolder.EventLog)
     run_dir/ops/<folder>/worker_<w>/round_<r>/
         messages.json   the conversation sent (rendered prompts)    response.md  the raw answer
         candidate.py    the extracted kernel                         verdict.json OperatorResult.to_json()
@@ -13,7 +13,7 @@ Layout (the replay provider and `python -m agent.logs` read it):
     run_dir/archive/<folder>/             a kernel that was in the kernels dir before this run kept a new one
 
 `meta.json` is written last in a round: a round directory without it was cut short (interrupt,
-crash) and `--resume` redoes it. Every write is atomic (evaluator.runfolder.write_text/write_json).
+crash) and `--resume` redoes it. Every write is atomic (evaluator.reports.runfolder.write_text/write_json).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from agent.messages import (  # noqa: F401
     Message,
 )
 from evaluator.naming import op_to_folder
+from evaluator.reports.runfolder import EventLog, read_events, write_json, write_text
 from evaluator.results import OperatorResult
-from evaluator.runfolder import EventLog, read_events, write_json, write_text
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ Contract: `Session(request, parts, view).run() -> RunResult`, where `Parts` hold
 is given from outside: the `agent.judging.Evaluator` that every verdict, selection, evaluation and
 machine description comes from (the local one by default), and the provider (None: made from the
 config by agent.providers.registry). Everything else is the agent's own, imported where used.
-- opens a new run folder (evaluator.runfolder.create_run_dir) or the `--resume` one, and writes
+- opens a new run folder (evaluator.reports.runfolder.create_run_dir) or the `--resume` one, and writes
   `run.json` (command line, resolved config, environment, start/end, status) and `config.json`;
-- selects operators (evaluator.suites.select_operators; a resumed run keeps its own selection);
+- selects operators (evaluator.cases.suites.select_operators; a resumed run keeps its own selection);
 - unless `--evaluate-only`, generates kernels (agent.orchestrator.Generator) under a budget
   (agent.budget) that stops new provider calls and says so;
 - stops calling the provider when its `ProviderHealth` says so (calls in a row without an answer,
@@ -50,7 +50,7 @@ from agent.speed_report import add_speed_to_reports
 from evaluator import safe_ast
 from evaluator.errors import UsageError
 from evaluator.naming import kernel_path
-from evaluator.runfolder import create_run_dir
+from evaluator.reports.runfolder import create_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class RunResult:
     run_dir: Path
     status: str  # completed, interrupted
     outcomes: list[OpOutcome]
-    report: Any | None  # evaluator.report.Report
+    report: Any | None  # evaluator.reports.report.Report
     budget: dict[str, Any]
     provider_stop: str | None = None  # why the run stopped calling the provider, if it did
 
@@ -297,7 +297,7 @@ class Session:
         if device == "cpu":
             # Triton's interpreter skips large cases: rank the runnable ones first so workers
             # get cases their candidates can actually be tested on.
-            from evaluator.suites import cpu_runnable
+            from evaluator.cases.suites import cpu_runnable
 
             limit = cfg.eval.cpu.max_case_numel
             extra["prefer"] = lambda case: cpu_runnable(case, limit)
@@ -413,7 +413,7 @@ class Session:
         return report
 
     def _missing_report(self, kernels_dir: Path, ops: list[Any], device: str) -> Any:
-        from evaluator.report import Report, write_reports
+        from evaluator.reports.report import Report, write_reports
         from evaluator.results import Status, not_run, verdict_without_run
 
         results = []

@@ -46,8 +46,8 @@ from agent.speed_timing import (
     timing_text,
 )
 from agent.worker import OpTask, Worker
+from evaluator.reports.runfolder import write_json
 from evaluator.results import Flag, OperatorResult, Status, flag_name
-from evaluator.runfolder import write_json
 
 log = logging.getLogger(__name__)
 

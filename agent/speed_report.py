@@ -16,7 +16,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from evaluator.runfolder import write_text
+from evaluator.reports.runfolder import write_text
 
 SPEED_CSV = "speed_rounds.csv"
 COLUMNS = [
@@ -62,7 +62,7 @@ def speed_note(op: str, speed: dict[str, Any]) -> str:
 
 def add_speed_to_reports(runlog: Any, ops: list[str], report: Any, run_dir: Path) -> Path | None:
     """See the module docstring."""
-    from evaluator.report import write_reports
+    from evaluator.reports.report import write_reports
 
     evaluated = {r.op: r.geomean_speedup for r in getattr(report, "operators", [])}
     rows = []

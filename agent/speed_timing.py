@@ -56,7 +56,7 @@ def case_flops(op: str, case: Any) -> float | None:
         import torch
         from torch.utils.flop_counter import FlopCounterMode
 
-        from evaluator.inputs import materialize
+        from evaluator.cases.inputs import materialize
 
         base, _, overload = op.partition(".")
         packet = getattr(getattr(torch.ops.aten, base), overload)

@@ -58,10 +58,10 @@ from agent.runlog import (
     RoundRecord,
     RunLog,
 )
+from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
 from evaluator.naming import op_to_folder
 from evaluator.results import OperatorResult, Status
-from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from agent.providers.builtin.registry import FAMILY_OF, WRITERS
-from evaluator.suites import select_operators
+from evaluator.cases.suites import select_operators
 
 
 def decisions(run_dir: Path) -> dict[str, str]:

@@ -33,7 +33,7 @@ SINGLE_CASES = 3
 def requests() -> Iterator[tuple[str, object]]:
     """(key, KernelRequest) for every request the snapshot covers, in a fixed order."""
     from agent.providers.builtin.request import KernelRequest
-    from evaluator.suites import select_operators
+    from evaluator.cases.suites import select_operators
 
     for suite in SUITES:
         everything = {oc.op: oc.cases for oc in select_operators(suite, max_cases_per_op=10**6).ops}

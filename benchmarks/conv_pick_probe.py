@@ -25,17 +25,17 @@ from typing import Any
 
 import torch
 
+from evaluator.cases.inputs import materialize
+from evaluator.cases.suites import select_operators
 from evaluator.config import EvalConfig
-from evaluator.inputs import materialize
-from evaluator.naming import kernel_function_name, op_to_folder
-from evaluator.suites import select_operators
-from evaluator.timing import (
+from evaluator.judge.timing import (
     _exact_copy,
     _wait_cycles,
     flusher_for,
     rotation_sets,
     timed_with_window,
 )
+from evaluator.naming import kernel_function_name, op_to_folder
 
 _OP = "convolution.default"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from evaluator.config import EvalConfig
-from evaluator.timing import _wait_cycles, flusher_for, rotation_sets, time_sides
+from evaluator.judge.timing import _wait_cycles, flusher_for, rotation_sets, time_sides
 
 SIZES_MIB = (4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096)
 

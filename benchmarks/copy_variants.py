@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from evaluator.config import EvalConfig
-from evaluator.timing import _wait_cycles, flusher_for, rotation_sets, time_sides
+from evaluator.judge.timing import _wait_cycles, flusher_for, rotation_sets, time_sides
 
 
 @triton.jit

@@ -31,11 +31,11 @@ import triton
 import triton.language as tl
 from kernel_profile import load_kept  # the sibling script (benchmarks/ is on sys.path)
 
+from evaluator.cases.inputs import materialize
+from evaluator.cases.suites import select_operators
 from evaluator.config import EvalConfig
-from evaluator.harness import aten_overload
-from evaluator.inputs import materialize
-from evaluator.suites import select_operators
-from evaluator.timing import _bytes_moved
+from evaluator.judge.timing import _bytes_moved
+from evaluator.judge.verifier import aten_overload
 
 FLUSH_BYTES = 512 << 20
 

@@ -21,7 +21,7 @@ from kernel_loading import load_kernel
 
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
-from evaluator.suites import select_operators
+from evaluator.cases.suites import select_operators
 
 dev = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 g = torch.Generator().manual_seed(0)

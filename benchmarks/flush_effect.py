@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from evaluator.config import EvalConfig
-from evaluator.timing import _time_pair, _wait_cycles, l2_flusher, time_sides
+from evaluator.judge.timing import _time_pair, _wait_cycles, l2_flusher, time_sides
 
 SIZES_MIB = (8, 16, 24, 32, 48, 64, 96, 128, 256)
 ROTATE = 6

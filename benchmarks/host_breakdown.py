@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from evaluator.guards import LaunchCounter
+from evaluator.judge.guards import LaunchCounter
 
 BATCH, BATCHES = 200, 20
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import torch
 
-from evaluator.harness import aten_overload
-from evaluator.inputs import materialize
+from evaluator.cases.inputs import materialize
+from evaluator.cases.suites import select_operators
+from evaluator.judge.verifier import aten_overload
 from evaluator.naming import folder_to_op, kernel_function_name, op_to_folder
-from evaluator.suites import select_operators
 
 REPS = 50
 

@@ -26,12 +26,10 @@ from typing import Any
 
 import torch
 
+from evaluator.cases.inputs import materialize
+from evaluator.cases.suites import select_operators
 from evaluator.config import EvalConfig
-from evaluator.harness import aten_overload
-from evaluator.inputs import materialize
-from evaluator.naming import kernel_function_name, op_to_folder
-from evaluator.suites import select_operators
-from evaluator.timing import (
+from evaluator.judge.timing import (
     _bytes_moved,
     _exact_copy,
     _wait_cycles,
@@ -39,6 +37,8 @@ from evaluator.timing import (
     rotation_sets,
     timed_with_window,
 )
+from evaluator.judge.verifier import aten_overload
+from evaluator.naming import kernel_function_name, op_to_folder
 
 
 def _load(path: Path, number: int) -> Any:

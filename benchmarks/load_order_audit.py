@@ -34,7 +34,7 @@ from builtin_support import load_order_many  # noqa: E402
 
 from agent.providers.builtin.registry import WRITERS  # noqa: E402
 from agent.providers.builtin.request import KernelRequest  # noqa: E402
-from evaluator.suites import select_operators  # noqa: E402
+from evaluator.cases.suites import select_operators  # noqa: E402
 
 
 def _elements(case) -> int:

@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from evaluator import model_check as mc
-from evaluator.tiny_gpt import PRESETS, CharData
+from evaluator.models import model_check as mc
+from evaluator.models.tiny_gpt import PRESETS, CharData
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from evaluator.runfolder import results_file
+from evaluator.reports.runfolder import results_file
 
 # A case is memory-bound for the bandwidth target when its kernel moved this many bytes at least
 # (below it launch latency, not HBM, sets the time on an H200).

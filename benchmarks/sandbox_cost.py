@@ -19,10 +19,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
 from evaluator.evaluate import resolve_device
-from evaluator.sandbox import Sandbox
-from evaluator.testcase import parse_case
+from evaluator.judging.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "tests/fixtures/kernels/corpus/add__Tensor/add__Tensor_implementation_v1.py"
@@ -55,7 +55,7 @@ CPU_CASES = [
 
 def suite_cases(device: str) -> list:
     """add.Tensor's cases as the torchbench suite selects them (the most used operator)."""
-    from evaluator.suites import cpu_runnable, select_operators
+    from evaluator.cases.suites import cpu_runnable, select_operators
 
     cfg = EvalConfig()
     prefer = (lambda c: cpu_runnable(c, cfg.cpu.max_case_numel)) if device == "cpu" else None

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from evaluator.config import EvalConfig
 from evaluator.evaluate import resolve_device
-from evaluator.judge_pool import make_pool
+from evaluator.judging.judge_pool import make_pool
 from evaluator.naming import kernel_path
 
 
@@ -32,7 +32,7 @@ def builtin_candidates(suite: str, device: str, out: Path, cfg: EvalConfig) -> l
     from agent.extract import ExtractError, extract_candidate
     from agent.providers.base import OperatorContext
     from agent.providers.builtin.provider import BuiltinProvider
-    from evaluator.suites import cpu_runnable, select_operators
+    from evaluator.cases.suites import cpu_runnable, select_operators
 
     prefer = (lambda c: cpu_runnable(c, cfg.cpu.max_case_numel)) if device == "cpu" else None
     selection = select_operators(suite, max_cases_per_op=cfg.max_cases_per_op, prefer=prefer)
@@ -54,7 +54,7 @@ def builtin_candidates(suite: str, device: str, out: Path, cfg: EvalConfig) -> l
 
 
 def dir_candidates(kernels_dir: Path, suite: str, device: str, cfg: EvalConfig) -> list[tuple]:
-    from evaluator.suites import cpu_runnable, select_operators
+    from evaluator.cases.suites import cpu_runnable, select_operators
 
     prefer = (lambda c: cpu_runnable(c, cfg.cpu.max_case_numel)) if device == "cpu" else None
     selection = select_operators(suite, max_cases_per_op=cfg.max_cases_per_op, prefer=prefer)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
+from evaluator.cases.suites import select_operators
 from evaluator.naming import kernel_file_name, op_to_folder
-from evaluator.suites import select_operators
 
 
 def main() -> None:

@@ -61,7 +61,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
-from evaluator.backend_selection import (
+from evaluator.cases.trace_recorder import METADATA_OPS
+from evaluator.errors import UsageError
+from evaluator.naming import base_name, kernel_function_name, normalize_op
+from evaluator.runtime.backend_selection import (
     RESULTS_JSON,
     Selection,
     discover_kernels,
@@ -70,10 +73,7 @@ from evaluator.backend_selection import (
     nothing_enabled,
     select_kernels,
 )
-from evaluator.errors import UsageError
-from evaluator.naming import base_name, kernel_function_name, normalize_op
-from evaluator.shape_table import ShapeTable
-from evaluator.trace_recorder import METADATA_OPS
+from evaluator.runtime.shape_table import ShapeTable
 
 log = logging.getLogger(__name__)
 

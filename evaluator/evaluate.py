@@ -1,7 +1,7 @@
 """Evaluate a kernel directory on a suite, or judge one candidate: the evaluator's public entry points.
 
 `evaluate()` selects operators (suites.py), finds each kernel (naming.py), judges it in the sandbox,
-and writes the report files (evaluator.report) into a run folder. `judge_candidate()` is what the agent calls once per
+and writes the report files (evaluator.reports.report) into a run folder. `judge_candidate()` is what the agent calls once per
 round. Both return data; a kernel's failure is a result, never an exception.
 """
 
@@ -17,12 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.judge_pool import JudgePool, make_pool
+from evaluator.judging.judge_pool import JudgePool, make_pool
 from evaluator.naming import find_kernel_file, kernel_files, op_to_folder
 from evaluator.results import OperatorResult, Status, not_run, verdict_without_run
-from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
 
@@ -129,20 +129,20 @@ def evaluate(
     measure_performance: bool = True,
     write: bool = True,
     excluded: list[tuple[str, str]] | None = None,
-):  # -> evaluator.report.Report
+):  # -> evaluator.reports.report.Report
     """Evaluate every selected operator's kernel in `kernels_dir` and write the reports.
 
     `excluded` replaces the (operator, reason) exclusions the reports list: a caller that selected
     from a suite and passes its choice as `ops` (the agent) hands over the suite's exclusions.
     """
-    from evaluator.report import Report, write_reports
-    from evaluator.runfolder import create_run_dir, environment_info, write_json
-    from evaluator.suites import select_operators
+    from evaluator.cases.suites import select_operators
+    from evaluator.reports.report import Report, write_reports
+    from evaluator.reports.runfolder import create_run_dir, environment_info, write_json
 
     config = config or EvalConfig()
     kdir = check_kernels_dir(kernels_dir)
     dev = resolve_device(device)
-    from evaluator.suites import cpu_runnable
+    from evaluator.cases.suites import cpu_runnable
 
     # On the CPU, cases the interpreter can run come first, so the cap keeps testable ones; the
     # agent's workers select with the same rule, so both phases see the same cases.

@@ -130,7 +130,7 @@ class TestResult:
     # the op compiled by torch.compile, timed paired with the kernel (eval.timing.baselines)
     compile_ms: float | None = None
     speedup_vs_compile: float | None = None
-    hidden: bool = False  # a case no prompt showed (evaluator.hidden_cases)
+    hidden: bool = False  # a case no prompt showed (evaluator.cases.hidden_cases)
 
     def to_json(self) -> dict[str, Any]:
         return {k: _finite(v) for k, v in asdict(self).items()}

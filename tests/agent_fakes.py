@@ -23,9 +23,9 @@ from agent.config import load_config
 from agent.judging import LocalEvaluator
 from agent.providers.base import Completion, Message, OperatorContext, ProviderError
 from agent.session import Parts
+from evaluator.cases.testcase import parse_case
 from evaluator.naming import kernel_function_name, op_to_folder
 from evaluator.results import OperatorResult, Status, TestResult
-from evaluator.testcase import parse_case
 
 
 def answer(op: str, verdict: str, note: str = "") -> str:
@@ -284,7 +284,7 @@ def marker_evaluate(
 ) -> Any:
     """evaluate() with the marker judge: every selected op judged from the kernels dir; reports written."""
     from evaluator.naming import kernel_path
-    from evaluator.report import Report, write_reports
+    from evaluator.reports.report import Report, write_reports
 
     judge = MarkerJudge()
     results = []

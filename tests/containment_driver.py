@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
-from evaluator.sandbox import Sandbox
-from evaluator.testcase import parse_case
+from evaluator.judging.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parent
 HONEST = ROOT / "fixtures/kernels/corpus/relu__default/relu__default_implementation_v1.py"

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 def write_report(run_dir: str | Path) -> Path:
     from agent.report_html.model import load_run
     from agent.report_html.render import render_html
-    from evaluator.runfolder import write_text
+    from evaluator.reports.runfolder import write_text
 
     run_dir = Path(run_dir)
     path = run_dir / REPORT_FILE

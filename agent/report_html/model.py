@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.runlog import RunLog, read_json
-from evaluator.runfolder import read_events, results_file
+from evaluator.reports.runfolder import read_events, results_file
 
 # What the page shows of a round's own files; texts longer than this are cut, and say so.
 MAX_TEXT_CHARS = 60_000

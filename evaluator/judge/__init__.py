@@ -1,6 +1,6 @@
 """The judge split in two processes: a trusted verifier and an untrusted runner.
 
-The sandbox child (`evaluator.harness`) is the verifier: it draws inputs, computes eager
+The sandbox child (`evaluator.judge.verifier`) is the verifier: it draws inputs, computes eager
 references, compares and writes the verdict lines. Before it computes anything it forks the runner
 (`runner.py`), which closes every inherited descriptor but its channel, imports the kernel and
 calls it on copies of the inputs it receives (`channel.py`). Everything the runner sends back is

@@ -11,7 +11,7 @@
   dtype). A kernel that flips one changes the baseline it is timed against (the runner times
   eager in its own process) or hides a precision downcast: `global_state_changed:<switch>`.
 
-Both run in the kernel's own process, like `evaluator.guards`: evidence against a kernel, never
+Both run in the kernel's own process, like `evaluator.judge.guards`: evidence against a kernel, never
 for it. The timed-output check and the verifier's own references back them up.
 """
 

@@ -5,7 +5,7 @@ the results file, so nothing of the verdict is in its memory. The runner closes 
 descriptor except stdin/stdout/stderr (files in the job directory) and its channel, waits for the
 verifier's `load` message, enters confinement, imports the kernel, and then serves `call`
 messages: it rebuilds the input copies it receives, calls the kernel under the guards
-(`evaluator.guards`) and sends back the outputs, the inputs as the call left them, and what the
+(`evaluator.judge.guards`) and sends back the outputs, the inputs as the call left them, and what the
 guards saw. It never holds a reference and never writes a verdict; the verifier treats all of it
 as hostile (`evaluator.judge.outputs`).
 
@@ -33,7 +33,7 @@ _MAX_TEXT = 600
 
 def _enter_confinement(spec: dict[str, Any], violations: list[str]) -> tuple[str, bool]:
     """Confine the runner before the kernel is imported (files, network, capabilities, resource
-    limits: `evaluator.confine`). Attempts to leave are appended to `violations` as flags (the
+    limits: `evaluator.containment.confine`). Attempts to leave are appended to `violations` as flags (the
     runner cannot sign results lines, so its evidence travels with its replies). Returns the
     containment label and whether it is full; ("off", False) when the config turns it off."""
     from types import SimpleNamespace
@@ -41,7 +41,7 @@ def _enter_confinement(spec: dict[str, Any], violations: list[str]) -> tuple[str
     sandbox = spec["config"]["sandbox"]
     if not sandbox.get("confine", False):
         return "off", False
-    from evaluator import confine
+    from evaluator.containment import confine
     from evaluator.results import Flag
 
     def report(event: dict[str, Any]) -> None:
@@ -335,7 +335,7 @@ def _warm_cuda() -> None:
 
 
 def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
-    from evaluator import harness
+    from evaluator.judge import verifier as harness
 
     _die_with_parent()
     _close_inherited_fds({0, 1, 2, sock.fileno()})
@@ -369,7 +369,7 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
     channel.send(sock, loaded, [])
     if fn is None:
         return
-    from evaluator import checks
+    from evaluator.judge import checks
 
     kept: list[tuple[Any, Any]] = []  # this test's earlier outputs and their bits
     timer: list[Any] = []  # the process's CaseTimer, made on the first timing request
@@ -433,13 +433,14 @@ def _time_case(
     timer: list[Any],
     violations: list[str],
 ) -> tuple[dict[str, Any], list[memoryview]]:
-    """Time one case (eager and the kernel, `evaluator.timing`) and send the raw numbers with
+    """Time one case (eager and the kernel, `evaluator.judge.timing`) and send the raw numbers with
     the kernel's last timed output. Every kernel call is bounded by the stream watch; what the
     guards saw travels with the reply."""
     from types import SimpleNamespace
 
-    from evaluator import harness, timing
-    from evaluator.testcase import parse_case
+    from evaluator.cases.testcase import parse_case
+    from evaluator.judge import timing
+    from evaluator.judge import verifier as harness
 
     cfg = harness.config_view(spec["config"])
     streams = inst.streams

@@ -8,8 +8,8 @@ output (and, for in-place/out= overloads, the written tensor) with
 must stay bitwise untouched. It returns one line per mismatch (empty when all good).
 
 Inputs and comparison are the evaluator's own, so these tests judge like the evaluator does:
-`evaluator.inputs.materialize` (seeded values, per-op rules for indices, positive and nonzero
-operands, strides) and `evaluator.checks.compare` with the default (strict) per-dtype tolerances
+`evaluator.cases.inputs.materialize` (seeded values, per-op rules for indices, positive and nonzero
+operands, strides) and `evaluator.judge.checks.compare` with the default (strict) per-dtype tolerances
 of `CorrectnessConfig`. Ops with other needs (particular index patterns, special values) pass
 `make_args`.
 
@@ -30,11 +30,11 @@ from typing import Any
 import torch
 from kernel_loading import load_kernel  # noqa: F401  (re-exported for the family tests)
 
-from evaluator import checks
+from evaluator.cases.inputs import materialize
+from evaluator.cases.testcase import TestCase
 from evaluator.config import CorrectnessConfig
-from evaluator.inputs import materialize
+from evaluator.judge import checks
 from evaluator.naming import kernel_file_name, kernel_function_name, normalize_op
-from evaluator.testcase import TestCase
 
 CORRECTNESS = CorrectnessConfig()  # the evaluator's default: strict per-dtype tolerances
 
@@ -44,7 +44,7 @@ MakeArgs = Callable[[str, TestCase, torch.Generator], tuple[tuple[Any, ...], dic
 def materialize_case(
     op: str, case: TestCase, gen: torch.Generator
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The evaluator's inputs for a case on the CPU (`evaluator.inputs.materialize`), with the
+    """The evaluator's inputs for a case on the CPU (`evaluator.cases.inputs.materialize`), with the
     seed drawn from `gen` (so a seeded generator gives the same inputs every time)."""
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen).item())
     return materialize(op, case, "cpu", seed)
@@ -67,7 +67,7 @@ def _clone(value: Any) -> Any:
 
 def compare(name: str, got: Any, want: Any) -> list[str]:
     """Mismatch lines between a kernel's output and eager's (tensors, tuples of them, scalars),
-    from the evaluator's comparison (`evaluator.checks.compare`, strict tolerances)."""
+    from the evaluator's comparison (`evaluator.judge.checks.compare`, strict tolerances)."""
     result = checks.compare(got, want, CORRECTNESS, name)
     return [] if result.ok else [result.message or f"{name}: differs ({result.flags})"]
 
@@ -182,7 +182,7 @@ from triton.compiler import ASTSource
 sys.path[:0] = json.loads(sys.argv[2])
 import os
 from builtin_support import materialize_case
-from evaluator.testcase import parse_case
+from evaluator.cases.testcase import parse_case
 
 jobs = json.loads(open(sys.argv[1]).read())
 TYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32",

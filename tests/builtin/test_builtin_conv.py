@@ -20,10 +20,10 @@ from builtin_support import assert_compiles_for_sm90, run_generated
 
 from agent.providers.builtin import codegen, conv
 from agent.providers.builtin.request import KernelRequest
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
 from evaluator.naming import kernel_path
 from evaluator.results import Status
-from evaluator.testcase import parse_case
 
 FWD = "convolution.default"
 BWD = "convolution_backward.default"
@@ -359,8 +359,8 @@ def test_kernels_compile_for_an_sm90_gpu_on_torchbench_shapes() -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", [FWD, BWD])
 def test_torchbench_cases_pass_and_are_timed_on_gpu(op: str, tmp_path: Path) -> None:
+    from evaluator.cases.suites import select_operators
     from evaluator.evaluate import judge_candidate
-    from evaluator.suites import select_operators
 
     cases = select_operators("torchbench", ops=[op]).ops[0].cases
     path = kernel_path(tmp_path, op)

@@ -16,7 +16,7 @@ from builtin_support import materialize_case, run_generated
 from agent.providers.builtin import codegen, gather
 from agent.providers.builtin import copy as copy_family
 from agent.providers.builtin.request import KernelRequest
-from evaluator.testcase import parse_case
+from evaluator.cases.testcase import parse_case
 
 COPY_CASES: dict[str, list[str]] = {
     "_to_copy.default": [

@@ -27,8 +27,8 @@ from agent.providers.builtin import (
 from agent.providers.builtin.provider import choose_variant
 from agent.providers.builtin.registry import FAMILIES, WRITERS
 from agent.providers.builtin.request import KernelRequest
+from evaluator.cases.testcase import parse_case
 from evaluator.naming import kernel_function_name
-from evaluator.testcase import parse_case
 
 # The interpreter evaluates masked-off lanes too (log(0), x / 0): numpy warns, results are unused.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

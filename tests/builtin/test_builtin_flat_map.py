@@ -19,7 +19,7 @@ from builtin_support import assert_compiles_for_sm90, load_kernel, run_generated
 
 from agent.providers.builtin import codegen, movement
 from agent.providers.builtin.request import KernelRequest
-from evaluator.testcase import TestCase, parse_case
+from evaluator.cases.testcase import TestCase, parse_case
 
 CASES: dict[str, list[str]] = {
     "constant_pad_nd.default": [

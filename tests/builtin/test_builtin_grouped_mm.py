@@ -16,9 +16,9 @@ from builtin_support import assert_compiles_for_sm90, materialize_case, run_gene
 
 from agent.providers.builtin.registry import FAMILY_OF, WRITERS
 from agent.providers.builtin.request import KernelRequest
-from evaluator.inputs import materialize
+from evaluator.cases.inputs import materialize
+from evaluator.cases.testcase import parse_case
 from evaluator.naming import kernel_file_name, op_to_folder
-from evaluator.testcase import parse_case
 
 OP = "_grouped_mm.default"
 

@@ -15,7 +15,7 @@ from builtin_support import assert_compiles_for_sm90, load_kernel
 
 from agent.providers.builtin import codegen, movement
 from agent.providers.builtin.request import KernelRequest
-from evaluator.testcase import parse_case
+from evaluator.cases.testcase import parse_case
 
 OP = "index_put.default"
 

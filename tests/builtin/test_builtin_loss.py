@@ -15,7 +15,7 @@ from builtin_support import assert_compiles_for_sm90, run_generated
 
 from agent.providers.builtin import codegen, loss
 from agent.providers.builtin.request import KernelRequest
-from evaluator.testcase import TestCase, parse_case
+from evaluator.cases.testcase import TestCase, parse_case
 
 OP = "nll_loss_backward.default"
 

@@ -13,7 +13,7 @@ from builtin_support import materialize_case, run_generated
 
 from agent.providers.builtin import codegen, matmul
 from agent.providers.builtin.request import KernelRequest
-from evaluator.testcase import parse_case
+from evaluator.cases.testcase import parse_case
 
 CASES: dict[str, list[str]] = {
     "mm.default": [

@@ -30,9 +30,9 @@ from builtin_support import (
 
 from agent.providers.builtin import codegen
 from agent.providers.builtin.request import KernelRequest
-from evaluator.inputs import materialize
+from evaluator.cases.inputs import materialize
+from evaluator.cases.testcase import TestCase, parse_case
 from evaluator.naming import kernel_file_name, op_to_folder
-from evaluator.testcase import TestCase, parse_case
 
 MODULES = ("movement", "loss", "pooling", "scan", "norm_extra", "softmax")
 

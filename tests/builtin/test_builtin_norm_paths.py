@@ -27,7 +27,7 @@ from builtin_support import (
 
 from agent.providers.builtin import codegen
 from agent.providers.builtin.request import KernelRequest
-from evaluator.testcase import TestCase, parse_case
+from evaluator.cases.testcase import TestCase, parse_case
 
 LN_BWD = "native_layer_norm_backward.default"
 GN = "native_group_norm.default"

@@ -19,7 +19,7 @@ import torch
 
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
-from evaluator.suites import select_operators
+from evaluator.cases.suites import select_operators
 
 
 @cache

@@ -15,8 +15,8 @@ from builtin_support import assert_compiles_for_sm90, load_kernel, run_generated
 
 from agent.providers.builtin import codegen, pooling
 from agent.providers.builtin.request import KernelRequest
-from evaluator.inputs import materialize
-from evaluator.testcase import TestCase, parse_case
+from evaluator.cases.inputs import materialize
+from evaluator.cases.testcase import TestCase, parse_case
 
 CASES: dict[str, list[str]] = {
     "max_pool2d_with_indices.default": [

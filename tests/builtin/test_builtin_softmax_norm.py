@@ -26,7 +26,7 @@ from builtin_support import (
 
 from agent.providers.builtin import codegen, norm, softmax
 from agent.providers.builtin.request import KernelRequest
-from evaluator.testcase import parse_case
+from evaluator.cases.testcase import parse_case
 
 SOFTMAX_CASES: dict[str, list[str]] = {
     "_softmax.default": [

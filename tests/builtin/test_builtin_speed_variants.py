@@ -13,9 +13,9 @@ from agent_fakes import config, make_parts
 from agent.providers.base import OperatorContext
 from agent.providers.builtin import BuiltinProvider, variants
 from agent.session import RunRequest, Session
+from evaluator.cases.testcase import parse_case
 from evaluator.naming import kernel_path, op_to_folder
 from evaluator.results import OperatorResult, Status, TestResult
-from evaluator.testcase import parse_case
 
 SAMPLE = """import triton
 _OP = "aten::x.default"

@@ -21,7 +21,7 @@ import torch
 
 from evaluator import backend
 from evaluator.errors import UsageError
-from evaluator.tiny_gpt import GPT, CharData, GPTConfig
+from evaluator.models.tiny_gpt import GPT, CharData, GPTConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "backend_kernels"
 HONEST = FIXTURES / "honest"
@@ -364,7 +364,7 @@ def test_nearest_shape_match_uses_closest_measured_size():
 
 
 def test_model_check_writes_losses_and_report(tmp_path):
-    from evaluator import model_check
+    from evaluator.models import model_check
 
     logs = tmp_path / "logs"
     code = model_check.main(
@@ -410,7 +410,7 @@ def test_model_check_writes_losses_and_report(tmp_path):
 
 
 def test_cosine_schedule_warms_up_then_decays_to_a_tenth() -> None:
-    from evaluator.model_check import lr_factor
+    from evaluator.models.model_check import lr_factor
 
     f = [lr_factor("cosine", s, 500) for s in range(500)]
     assert f[0] == 1 / 50 and f[49] == 1.0 and max(f) == 1.0
@@ -419,7 +419,7 @@ def test_cosine_schedule_warms_up_then_decays_to_a_tenth() -> None:
 
 
 def test_perturbed_state_changes_floats_by_about_one_ulp_and_leaves_the_original() -> None:
-    from evaluator.model_check import perturbed_state
+    from evaluator.models.model_check import perturbed_state
 
     state = {"w": torch.randn(1000), "steps": torch.tensor(3)}
     before = state["w"].clone()
@@ -430,7 +430,7 @@ def test_perturbed_state_changes_floats_by_about_one_ulp_and_leaves_the_original
 
 
 def test_model_check_without_results_exits_2(tmp_path):
-    from evaluator import model_check
+    from evaluator.models import model_check
 
     logs = tmp_path / "logs"
     code = model_check.main(
@@ -444,7 +444,7 @@ def test_png_plot_writes_a_valid_png_without_matplotlib(tmp_path):
     import struct
     import zlib
 
-    from evaluator import png_plot
+    from evaluator.reports import png_plot
 
     path = tmp_path / "p.png"
     series = [png_plot.Series("eager", [3.0, 2.5, float("nan"), 2.0], png_plot.BLUE, 3)]

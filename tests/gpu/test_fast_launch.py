@@ -18,8 +18,8 @@ from kernel_loading import load_kernel
 from agent.providers.builtin import codegen
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
-from evaluator.guards import LaunchCounter, launcher_classes
-from evaluator.testcase import parse_case
+from evaluator.cases.testcase import parse_case
+from evaluator.judge.guards import LaunchCounter, launcher_classes
 
 # The CPU tests here run in the interpreter without a GPU and on CUDA with one.
 pytestmark = pytest.mark.on_gpu_when_present
@@ -153,7 +153,7 @@ def test_dependent_launches_replay_in_a_cuda_graph(op: str, tmp_path) -> None:
     """A kernel launched as a programmatic dependent must also work when captured into a CUDA
     graph (as torch.compile's cudagraphs and serving stacks do): a replay gives the bits of a
     plain call. (Session 9 ran the same check as a script on the H200: all equal.)"""
-    from evaluator.inputs import materialize
+    from evaluator.cases.inputs import materialize
 
     fn = load_kernel(op, _write(op, [PDL_CASES[op]]), tmp_path)
     args, kwargs = materialize(op, parse_case(PDL_CASES[op]), "cuda", 5)

@@ -95,7 +95,7 @@ def test_host_time_is_reported_apart_not_timed_as_gpu_time() -> None:
 
     import torch
 
-    from evaluator.timing import _time_pair, _wait_cycles
+    from evaluator.judge.timing import _time_pair, _wait_cycles
 
     flush = torch.empty(256 * (1 << 20) // 4, dtype=torch.int32, device="cuda")
     tiny = torch.zeros(1, device="cuda")

@@ -10,10 +10,10 @@ import json
 import pytest
 from layout import FIXTURES
 
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
+from evaluator.judging.sandbox import Sandbox
 from evaluator.results import Status, flag_name
-from evaluator.sandbox import Sandbox
-from evaluator.testcase import parse_case
 
 pytestmark = pytest.mark.gpu
 

@@ -17,7 +17,7 @@ from kernel_loading import load_kernel
 
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
-from evaluator.suites import select_operators
+from evaluator.cases.suites import select_operators
 
 
 def _f64(*shape: int, seed: int) -> torch.Tensor:

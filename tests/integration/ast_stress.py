@@ -43,7 +43,7 @@ def main(mode: str, seconds: float) -> None:
     else:
         from agent.extract import extract_candidate
         from agent.providers.builtin.codegen import launched_jit_kernels
-        from evaluator.testcase import parse_case
+        from evaluator.cases.testcase import parse_case
 
         jobs = [
             lambda: extract_candidate(ANSWER, "relu.default"),

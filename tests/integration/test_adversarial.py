@@ -9,11 +9,11 @@ import json
 import pytest
 from layout import FIXTURES
 
+from evaluator.cases.hidden_cases import hidden_sets
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
-from evaluator.hidden_cases import hidden_sets
+from evaluator.judging.sandbox import Sandbox
 from evaluator.results import Status, flag_name
-from evaluator.sandbox import Sandbox
-from evaluator.testcase import parse_case
 
 ADVERSARIAL = FIXTURES / "kernels" / "adversarial"
 EXPECTED = json.loads((ADVERSARIAL / "EXPECTED.json").read_text())

@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from evaluator import backendbench_report as bb
-from evaluator.report import Report, load_report, print_summary, write_reports
-from evaluator.results import Flag, OperatorResult, Status, TestResult
-from evaluator.runfolder import (
+from evaluator.reports import backendbench_report as bb
+from evaluator.reports.report import Report, load_report, print_summary, write_reports
+from evaluator.reports.runfolder import (
     BB_FAILED_TESTS,
     BB_FULL_RESULTS,
     OPERATOR_CSV,
     RESULTS_JSON,
     SUMMARY_MD,
 )
+from evaluator.results import Flag, OperatorResult, Status, TestResult
 
 BB = Path(__file__).resolve().parents[1] / "fixtures" / "backendbench"
 REFERENCE = {"smoke": BB / "bb_smoketrace_out", "tb": BB / "bb_tb_out"}
@@ -93,10 +93,10 @@ def _number_kind(text: str) -> str:
 def _evaluate_parquet(name: str, tmp_path: Path) -> Path:
     from agent.providers.builtin.registry import WRITERS
     from agent.providers.builtin.request import KernelRequest
+    from evaluator.cases.suites import select_operators
     from evaluator.config import CorrectnessConfig, EvalConfig
     from evaluator.evaluate import evaluate
     from evaluator.naming import kernel_path
-    from evaluator.suites import select_operators
 
     trace = BB / f"{name}.parquet"
     kdir = tmp_path / "kernels"

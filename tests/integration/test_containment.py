@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import confine
+from evaluator.containment import confine
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ROOT / "tests/fixtures/kernels/hostile"
@@ -173,7 +173,7 @@ def test_escaped_grandchild_does_not_survive(hostile_run: dict) -> None:
 @pytest.mark.slow
 def test_silencing_the_leftover_report_is_tampering(hostile_run: dict) -> None:
     row = _check(hostile_run, "silence_leftover_report", "rejected", "sandbox_violation:process")
-    assert any(f.startswith("harness_tampering:evaluator.confine_tree") for f in row["flags"]), row
+    assert any(f.startswith("harness_tampering:evaluator.containment.process_tree") for f in row["flags"]), row
     assert row["escaped_pids"] and not any(_alive(int(p)) for p in row["escaped_pids"])
 
 
@@ -205,7 +205,7 @@ def test_disk_fill_stops_at_the_file_size_cap(hostile_run: dict) -> None:
 def test_agent_process_is_not_dumpable() -> None:
     """What `agent.run` does first: other processes of the user lose its /proc/<pid>/environ."""
     code = (
-        "import ctypes; from evaluator.confine import make_undumpable; make_undumpable(); "
+        "import ctypes; from evaluator.containment.confine import make_undumpable; make_undumpable(); "
         "print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"  # PR_GET_DUMPABLE
     )
     out = subprocess.run(
@@ -274,7 +274,7 @@ def test_unprivileged_user_is_confined_too() -> None:
                 os.chmod(os.path.join(folder, name), 0o644)
         env = {"PATH": os.defpath, "HOME": "/nonexistent", "PYTHONPATH": str(deps)}
         proc = subprocess.run(
-            [*as_nobody, python, "-m", "evaluator.confine", "--check", "--json"],
+            [*as_nobody, python, "-m", "evaluator.containment.confine", "--check", "--json"],
             capture_output=True, text=True, timeout=120, cwd="/", env=env,
         )  # fmt: skip
     finally:
@@ -291,7 +291,7 @@ def test_unprivileged_user_is_confined_too() -> None:
 
 
 def test_run_json_environment_says_how_far_candidates_are_confined() -> None:
-    from evaluator.runfolder import environment_info
+    from evaluator.reports.runfolder import environment_info
 
     assert environment_info("cpu")["containment"] == confine.probe().label
     assert environment_info("cpu", confine=False)["containment"].startswith("off")
@@ -318,7 +318,7 @@ def test_require_containment_refuses_to_run_unconfined(tmp_path: Path) -> None:
 
 _NO_NAMESPACE = """
 import json, os, sys, time
-from evaluator import confine_tree
+from evaluator.containment import process_tree as confine_tree
 job = sys.argv[1]
 
 
@@ -369,7 +369,7 @@ def test_mkdir_of_an_existing_directory_is_no_violation_but_a_new_one_is(tmp_pat
     outside.mkdir()
     script = f"""
 import json, os
-from evaluator.confine_watch import ViolationWatch
+from evaluator.containment.watch import ViolationWatch
 seen = []
 ViolationWatch([], [{str(tmp_path / 'scratch')!r}], seen.append).install()
 os.makedirs({str(outside)!r}, exist_ok=True)

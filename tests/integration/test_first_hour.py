@@ -147,7 +147,7 @@ def test_load_error_reason_from_what_python_prints(source, expected):
 
 
 def _addmm_report():
-    from evaluator.report import Report
+    from evaluator.reports.report import Report
     from evaluator.results import OperatorResult, Status, TestResult
 
     args = "((T([512], f16), T([64, 256], f16), T([256, 512], f16)), {})"
@@ -164,7 +164,7 @@ def test_a_passing_max_error_is_shown_beside_its_tolerance():
 
     from rich.console import Console
 
-    from evaluator.report import print_summary, render_markdown
+    from evaluator.reports.report import print_summary, render_markdown
 
     report = _addmm_report()
     wide = io.StringIO()

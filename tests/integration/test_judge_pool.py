@@ -14,9 +14,10 @@ import pytest
 
 from agent.parallelism import operators_in_flight
 from agent.run import main
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.judge_pool import (
+from evaluator.judging.judge_pool import (
     JudgePool,
     LocalJudge,
     gpu_env_value,
@@ -24,7 +25,6 @@ from evaluator.judge_pool import (
     parse_devices,
 )
 from evaluator.results import Status
-from evaluator.testcase import parse_case
 
 RELU = textwrap.dedent(
     """

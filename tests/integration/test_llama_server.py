@@ -25,7 +25,7 @@ from agent_fakes import fake_select, make_parts
 from rich.console import Console
 
 from agent.run import EXIT_OK, main
-from evaluator.runfolder import read_events
+from evaluator.reports.runfolder import read_events
 
 GGUF = os.environ.get("ATENFORGE_LLAMA_GGUF", "")
 CONTEXT_TOKENS = 4096

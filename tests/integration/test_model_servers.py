@@ -30,7 +30,7 @@ from agent.providers.base import OperatorContext
 from agent.providers.registry import make_provider
 from agent.run import EXIT_PROVIDER, main
 from evaluator.naming import kernel_function_name, kernel_path
-from evaluator.runfolder import read_events
+from evaluator.reports.runfolder import read_events
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,7 @@ def api(wire: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 def judged_evaluate(kernels_dir: Path, *, ops=None, run_dir=None, device="cpu", config=None, **_):
     """evaluate() over the same small cases the run generated for, with the real judge."""
     from evaluator.evaluate import judge_candidate
-    from evaluator.report import Report, write_reports
+    from evaluator.reports.report import Report, write_reports
     from evaluator.results import OperatorResult, Status
 
     results = []

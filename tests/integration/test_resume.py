@@ -11,7 +11,7 @@ from rich.console import Console
 
 from agent.providers.replay import ReplayProvider
 from agent.run import main
-from evaluator.runfolder import read_events
+from evaluator.reports.runfolder import read_events
 
 OPS = ["relu.default", "add.Tensor"]
 

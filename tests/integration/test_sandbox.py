@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
+from evaluator.judging.sandbox import Sandbox, clean_env
 from evaluator.results import Flag, Status, flag_name
-from evaluator.sandbox import Sandbox, clean_env
-from evaluator.testcase import parse_case
 
 RELU = textwrap.dedent(
     '''
@@ -172,7 +172,7 @@ def test_sandbox_child_imports_only_torch_triton_numpy_stdlib_and_evaluator() ->
     import sys
 
     code = (
-        "import sys, evaluator.sandbox_server, evaluator.harness, evaluator.timing\n"
+        "import sys, evaluator.judging.sandbox_server, evaluator.judge.verifier, evaluator.judge.timing\n"
         "bad = [m for m in ('pydantic', 'rich', 'jinja2', 'openai', 'anthropic', 'tenacity', 'agent')"
         " if m in sys.modules]\n"
         "print(','.join(bad))"
@@ -184,8 +184,8 @@ def test_sandbox_child_imports_only_torch_triton_numpy_stdlib_and_evaluator() ->
 def test_a_verdict_lost_to_gpu_memory_is_recognised_for_a_rerun_alone() -> None:
     """Sandboxes share the GPU's memory; a crash or failure that says the memory ran out is run
     again alone (Sandbox.judge on CUDA); other failures and passes are not."""
+    from evaluator.judging.sandbox import ran_out_of_gpu_memory
     from evaluator.results import OperatorResult, TestResult
-    from evaluator.sandbox import ran_out_of_gpu_memory
 
     crashed = OperatorResult(
         op="relu.default",

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 # The evaluator's entry points that run candidates: only agent.judging may import them.
-JUDGING_ENTRY = ("evaluator.evaluate", "evaluator.sandbox", "evaluator.harness")
+JUDGING_ENTRY = ("evaluator.evaluate", "evaluator.judging.sandbox", "evaluator.judge.verifier")
 
 
 def _module_name(path: Path) -> str:

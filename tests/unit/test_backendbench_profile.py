@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from evaluator.cases.inputs import materialize
+from evaluator.cases.testcase import parse_case
 from evaluator.config import CorrectnessConfig, EvalConfig
 from evaluator.evaluate import judge_candidate
-from evaluator.inputs import materialize
 from evaluator.naming import kernel_function_name, kernel_path
 from evaluator.results import Flag, Status
-from evaluator.testcase import parse_case
 
 CASE = (
     "((T([4096], f32), T([512], i64), T([512], u8), T([512], i32), T([64], c64), T([64], b8)), {})"

@@ -10,7 +10,7 @@ from agent_fakes import QueueProvider, answer, config, make_parts
 
 from agent.budget import Budget
 from agent.session import RunRequest, Session
-from evaluator.runfolder import read_events
+from evaluator.reports.runfolder import read_events
 
 
 def test_budget_counts_every_charge_from_many_threads():

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from evaluator.checks import errors_vs_f64, widen_to_f64
+from evaluator.judge.checks import errors_vs_f64, widen_to_f64
 
 
 def test_kernel_closer_to_the_exact_result_than_eager() -> None:

@@ -13,10 +13,10 @@ import pytest
 from layout import FIXTURES
 
 from agent.speed_timing import case_rows, timing_text
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig, TimingConfig
+from evaluator.judging.sandbox import JobState, Outcome, assemble
 from evaluator.results import OperatorResult, Status, TestResult
-from evaluator.sandbox import JobState, Outcome, assemble
-from evaluator.testcase import parse_case
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ["((T([8, 16], f32),), {})", "((T([4, 4], f32),), {})"]

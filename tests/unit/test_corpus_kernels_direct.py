@@ -26,11 +26,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from evaluator.cases.testcase import CODE_OF_DTYPE, TensorSpec, load_trace
+from evaluator.cases.testcase import TestCase as Case  # noqa: E402  (not collected by pytest)
 from evaluator.config import CorrectnessConfig
 from evaluator.naming import kernel_function_name, kernel_path, op_to_folder
 from evaluator.results import ERROR_FLAGS, REJECT_FLAGS, Flag, Status
-from evaluator.testcase import CODE_OF_DTYPE, TensorSpec, load_trace
-from evaluator.testcase import TestCase as Case  # noqa: E402  (not collected by pytest)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CORPUS = FIXTURES / "kernels" / "corpus"

@@ -13,11 +13,11 @@ import pytest
 
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
 from evaluator.evaluate import judge_candidate
 from evaluator.naming import kernel_function_name, kernel_path
 from evaluator.results import Flag, Status
-from evaluator.testcase import parse_case
 
 EMPTY_CASES = {
     "mm.default": ["((T([0, 5], f32), T([5, 10], f32)), {})", "((T([4, 5], f32), T([5, 3], f32)), {})"],

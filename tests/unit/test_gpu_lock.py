@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from evaluator.gpu_lock import GpuLock
+from evaluator.judge.gpu_lock import GpuLock
 
 
 def test_timer_waits_for_sharers_and_new_sharers_queue_behind_it(tmp_path) -> None:

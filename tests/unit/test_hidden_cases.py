@@ -3,12 +3,12 @@ secret, flagged when they fail, and reported apart from the shown cases."""
 
 from __future__ import annotations
 
+from evaluator.cases.hidden_cases import eager_accepts, hidden_sets, perturb
+from evaluator.cases.suites import select_operators
+from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig
-from evaluator.hidden_cases import eager_accepts, hidden_sets, perturb
-from evaluator.report import compute_scores
+from evaluator.reports.report import compute_scores
 from evaluator.results import OperatorResult, Status, TestResult
-from evaluator.suites import select_operators
-from evaluator.testcase import parse_case
 
 MM = parse_case("((T([768, 4096], bf16, [1, 768]), T([4096, 768], bf16)), {})")
 RELU = [parse_case("((T([37, 129], f32),), {})"), parse_case("((T([64, 128], f32),), {})")]

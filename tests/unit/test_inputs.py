@@ -1,4 +1,4 @@
-"""Input materialisation (evaluator.inputs): seeded, reproducible, strided, and valid for the op."""
+"""Input materialisation (evaluator.cases.inputs): seeded, reproducible, strided, and valid for the op."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.inputs import RULES, materialize, rule_for
-from evaluator.suites import EXCLUDED_OPS
-from evaluator.testcase import load_trace, parse_case
+from evaluator.cases.inputs import RULES, materialize, rule_for
+from evaluator.cases.suites import EXCLUDED_OPS
+from evaluator.cases.testcase import load_trace, parse_case
 
 DATA = Path(__file__).resolve().parents[2] / "evaluator" / "data"
 

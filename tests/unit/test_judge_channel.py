@@ -12,11 +12,11 @@ import struct
 import pytest
 import torch
 
-from evaluator.harness import ResultWriter
 from evaluator.judge import channel
 from evaluator.judge.channel import ChannelError, Foreign
 from evaluator.judge.outputs import clean_flags, decode_reply, output_flags
-from evaluator.sandbox import JobState
+from evaluator.judge.verifier import ResultWriter
+from evaluator.judging.sandbox import JobState
 
 
 def _roundtrip(value):

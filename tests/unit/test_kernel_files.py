@@ -10,12 +10,12 @@ import pytest
 from agent.providers.builtin.registry import WRITERS
 from agent.providers.builtin.request import KernelRequest
 from agent.run import make_request
-from evaluator.backend_selection import discover_kernels
+from evaluator.cases.suites import select_operators
 from evaluator.config import EvalConfig
 from evaluator.evaluate import evaluate
 from evaluator.naming import find_kernel_file
 from evaluator.results import Status
-from evaluator.suites import select_operators
+from evaluator.runtime.backend_selection import discover_kernels
 
 OP = "relu.default"
 FOLDER = "relu__default"

@@ -19,7 +19,7 @@ from agent_fakes import (
 
 from agent.session import RunRequest, Session
 from evaluator.naming import find_kernel_file, kernel_path
-from evaluator.runfolder import read_events
+from evaluator.reports.runfolder import read_events
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -14,15 +14,15 @@ import torch
 pa = pytest.importorskip("pyarrow")
 import pyarrow.parquet as pq  # noqa: E402
 
-from evaluator.errors import UsageError  # noqa: E402
-from evaluator.parquet_trace import (  # noqa: E402
+from evaluator.cases.parquet_trace import (  # noqa: E402
     case_uuid,
     load_parquet_trace,
     write_parquet_trace,
 )
-from evaluator.suites import select_operators  # noqa: E402
-from evaluator.testcase import format_trace, load_trace, parse_case  # noqa: E402
-from evaluator.trace import main as trace_main  # noqa: E402
+from evaluator.cases.suites import select_operators  # noqa: E402
+from evaluator.cases.testcase import format_trace, load_trace, parse_case  # noqa: E402
+from evaluator.cases.trace import main as trace_main  # noqa: E402
+from evaluator.errors import UsageError  # noqa: E402
 
 BB = Path(__file__).resolve().parents[1] / "fixtures" / "backendbench"
 DATA = Path(__file__).resolve().parents[2] / "evaluator" / "data"

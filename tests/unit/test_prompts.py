@@ -8,9 +8,9 @@ import pytest
 
 from agent.feedback import format_feedback
 from agent.prompts import PromptRenderer, build_op_context
+from evaluator.cases.testcase import parse_trace_text
 from evaluator.errors import UsageError
 from evaluator.results import OperatorResult, Status, TestResult
-from evaluator.testcase import parse_trace_text
 
 TRACE = """\
 Operator: aten.add.Tensor

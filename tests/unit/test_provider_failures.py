@@ -11,7 +11,7 @@ from agent_fakes import MarkerJudge, QueueProvider, Scripted, answer, make_parts
 from rich.console import Console
 
 from agent.run import EXIT_PROVIDER, main
-from evaluator.runfolder import read_events
+from evaluator.reports.runfolder import read_events
 
 OPS = ["relu.default", "add.Tensor"]
 

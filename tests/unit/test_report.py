@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from evaluator.errors import UsageError
-from evaluator.report import (
+from evaluator.reports.report import (
     CSV_COLUMNS,
     OPERATOR_CSV,
     RESULTS_JSON,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.runfolder import (
+from evaluator.reports.runfolder import (
     EVENTS_FILE,
     EventLog,
     create_run_dir,
@@ -145,7 +145,7 @@ def test_environment_info_on_cpu_reports_interpreter_and_versions():
 
 def test_environment_info_on_cpu_does_not_initialise_cuda():
     code = (
-        "import torch, evaluator.runfolder as rf; rf.environment_info('cpu'); "
+        "import torch, evaluator.reports.runfolder as rf; rf.environment_info('cpu'); "
         "print(torch.cuda.is_initialized())"
     )
     out = subprocess.run(

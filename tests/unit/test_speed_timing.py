@@ -13,8 +13,8 @@ from agent.speed_timing import (
     median_result,
     timing_noise,
 )
+from evaluator.cases.testcase import parse_case
 from evaluator.results import OperatorResult, Status, TestResult
-from evaluator.testcase import parse_case
 
 MM = "((T([256, 512], f16), T([512, 128], f16)), {})"
 ADD = "((T([1024, 1024], f32), T([1024, 1024], f32)), {})"

@@ -1,4 +1,4 @@
-"""Operator selection (evaluator.suites) and the opinfo suite (evaluator.opinfo_suite)."""
+"""Operator selection (evaluator.cases.suites) and the opinfo suite (evaluator.cases.opinfo_suite)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator import suites
+from evaluator.cases import suites
+from evaluator.cases.suites import EXCLUDED_OPS, cpu_runnable, rank_cases, select_operators
+from evaluator.cases.testcase import TestCase, parse_case
 from evaluator.errors import UsageError
 from evaluator.naming import base_name
-from evaluator.suites import EXCLUDED_OPS, cpu_runnable, rank_cases, select_operators
-from evaluator.testcase import TestCase, parse_case
 
 TRACE = """\
 Operator: aten.add.Tensor
@@ -265,7 +265,7 @@ def test_torchbench_ops_by_base_name():
 
 
 def test_opinfo_suite_is_wired_through_opinfo_cases(monkeypatch: pytest.MonkeyPatch):
-    from evaluator import opinfo_suite
+    from evaluator.cases import opinfo_suite
 
     fake = {
         "relu.default": [parse_case("((T([8], f32),), {})")],
@@ -281,7 +281,7 @@ def test_opinfo_suite_module_is_not_imported_by_suites():
     import subprocess
     import sys
 
-    code = "import sys, evaluator.suites; print('evaluator.opinfo_suite' in sys.modules)"
+    code = "import sys, evaluator.cases.suites; print('evaluator.cases.opinfo_suite' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
@@ -294,7 +294,7 @@ def test_opinfo_suite_module_is_not_imported_by_suites():
 def test_opinfo_collect_yields_single_overload_cases():
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from evaluator.opinfo_suite import collect
+    from evaluator.cases.opinfo_suite import collect
 
     wanted = {"add", "gather", "log", "nn.functional.relu", "linspace"}
     subset = [o for o in op_db if o.name in wanted and not o.variant_test_name]

@@ -1,4 +1,4 @@
-"""The BackendBench case format (evaluator.testcase) and the kernel naming (evaluator.naming)."""
+"""The BackendBench case format (evaluator.cases.testcase) and the kernel naming (evaluator.naming)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.naming import (
-    folder_to_op,
-    kernel_function_name,
-    kernel_path,
-    normalize_op,
-    op_to_folder,
-)
-from evaluator.testcase import (
+from evaluator.cases.testcase import (
     CaseSyntaxError,
     Device,
     TensorSpec,
@@ -23,6 +16,13 @@ from evaluator.testcase import (
     parse_case,
     parse_trace_text,
     serialize_case,
+)
+from evaluator.naming import (
+    folder_to_op,
+    kernel_function_name,
+    kernel_path,
+    normalize_op,
+    op_to_folder,
 )
 
 DATA = Path(__file__).resolve().parents[2] / "evaluator" / "data"

@@ -1,4 +1,4 @@
-"""The roofline floor's byte count (evaluator/timing.py): it must stay a true lower bound, or an
+"""The roofline floor's byte count (evaluator/judge/timing.py): it must stay a true lower bound, or an
 honest kernel faster than the floor would be clamped (and flagged) for the evaluator's mistake."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluator.timing import _bytes_moved
+from evaluator.judge.timing import _bytes_moved
 
 
 def test_broadcast_inputs_count_their_distinct_bytes_only() -> None:
@@ -62,7 +62,7 @@ def test_empty_tensors_move_nothing() -> None:
 def test_a_case_with_more_host_time_than_the_window_gets_a_longer_wait() -> None:
     """The GPU-side wait must outlast the call's host time, or host time is timed as GPU time
     (a contended host made convolution read 2-18x slower on the H200)."""
-    from evaluator.timing import MAX_HOST_WINDOW_US, case_window_us
+    from evaluator.judge.timing import MAX_HOST_WINDOW_US, case_window_us
 
     assert case_window_us(200.0, [0.05, 0.12]) == 200.0  # 120 us of host time fits in 200
     assert case_window_us(200.0, [0.05, 0.30]) == pytest.approx(450.0)  # 1.5 x 300 us

@@ -12,7 +12,7 @@ import torch
 from evaluator.config import TimingConfig
 from evaluator.judge.gpu_guards import NumericsState
 from evaluator.judge.outputs import clean_raw_timing
-from evaluator.timing import derive
+from evaluator.judge.timing import derive
 
 RAW = {
     "eager_ms": [0.020, 0.021, 0.019],

@@ -1,4 +1,4 @@
-"""The steady L2 state of the timer (evaluator/timing.py): what a timed call finds in L2 must be
+"""The steady L2 state of the timer (evaluator/judge/timing.py): what a timed call finds in L2 must be
 another call's data, never its own inputs, and the argument sets must be equal to the case.
 
 The batching logic runs here with CPU stand-ins for CUDA events and the GPU wait (no GPU on this
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from evaluator import timing
 from evaluator.config import EvalConfig, TimingConfig
-from evaluator.timing import _exact_copy, rotation_sets, time_sides
+from evaluator.judge import timing
+from evaluator.judge.timing import _exact_copy, rotation_sets, time_sides
 
 
 def _layout(t: torch.Tensor) -> tuple[Any, ...]:
@@ -204,7 +204,7 @@ def test_resweep_list_names_knobs_the_generated_kernels_have() -> None:
 
     from agent.providers.builtin.registry import WRITERS
     from agent.providers.builtin.request import KernelRequest
-    from evaluator.suites import select_operators
+    from evaluator.cases.suites import select_operators
 
     root = Path(__file__).resolve().parents[2]
     spec = importlib.util.spec_from_file_location("knob_sweep_lines", root / "benchmarks" / "knob_sweep.py")

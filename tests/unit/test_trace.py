@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from evaluator.cases.model_zoo import ZOO, ZooModel, missing_library
+from evaluator.cases.testcase import format_trace, load_trace, parse_case
+from evaluator.cases.trace import main, parse_inputs, trace_model
+from evaluator.cases.trace_recorder import HostScalars, Recorder, TraceTable, write_trace
 from evaluator.errors import UsageError
-from evaluator.model_zoo import ZOO, ZooModel, missing_library
-from evaluator.testcase import format_trace, load_trace, parse_case
-from evaluator.trace import main, parse_inputs, trace_model
-from evaluator.trace_recorder import HostScalars, Recorder, TraceTable, write_trace
 
 # A model of the tests' own: pre-norm attention block (LayerNorm, softmax attention, GELU MLP).
 TINY_MODEL_SOURCE = textwrap.dedent(
@@ -383,7 +383,7 @@ def test_zoo_model_whose_library_is_missing_is_skipped_with_the_reason():
 
 def test_tiny_transformers_llama_traces_rmsnorm_rotary_and_sdpa():
     pytest.importorskip("transformers")
-    from evaluator.model_zoo import _hf, _tokens, hf_step
+    from evaluator.cases.model_zoo import _hf, _tokens, hf_step
 
     config = dict(
         vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from agent.providers.builtin import codegen, kernelsource
-from evaluator.testcase import TensorSpec
+from evaluator.cases.testcase import TensorSpec
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer

@@ -23,7 +23,7 @@ class KernelRequest:
 
     op: str
     schema: str
-    cases: list[Any] = field(default_factory=list)  # evaluator.testcase.TestCase
+    cases: list[Any] = field(default_factory=list)  # evaluator.cases.testcase.TestCase
     variant: int = 0
 
 

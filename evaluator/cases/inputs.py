@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
+from evaluator.cases.testcase import Device, TensorSpec, TestCase
 from evaluator.naming import base_name, normalize_op
-from evaluator.testcase import Device, TensorSpec, TestCase
 
 INT_RANGE = (-16, 16)  # signed integers: small enough for int8, wide enough to have both signs
 UINT8_RANGE = (0, 32)

@@ -14,7 +14,7 @@ What the isolation covers:
   under a per-job key that only the verifier reads; a line that does not verify makes the
   verdict `rejected` (`forged_result`);
 - each candidate's runner is confined at the OS level before its kernel module is imported
-  (`evaluator.confine`, docs/SANDBOX.md): writes only to its scratch directory and the Triton and
+  (`evaluator.containment.confine`, docs/SANDBOX.md): writes only to its scratch directory and the Triton and
   CUDA caches, reads only what Python, torch, Triton and the CUDA driver need, no sockets (Unix
   ones on a GPU), no capabilities, no view of other processes' /proc entries, no signals outside
   its sandbox, caps on memory, open files, file size and processes, and every process it starts
@@ -50,8 +50,10 @@ from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
 
+from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
-from evaluator.guards import is_secret_name
+from evaluator.judge.guards import is_secret_name
+from evaluator.judging.sandbox_server import kill_group
 from evaluator.kernel_errors import load_error_reason, show_user_path
 from evaluator.naming import op_to_folder
 from evaluator.results import (
@@ -64,12 +66,10 @@ from evaluator.results import (
     flag_name,
     geomean,
 )
-from evaluator.sandbox_server import kill_group
-from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
 _MAC_TAIL = re.compile(rb', "mac": "([0-9a-f]{64})"\}$')
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.005
 
 
@@ -212,11 +212,11 @@ def _unsigned_violation(line: bytes) -> dict[str, Any] | None:
 
 
 class _ForkServer:
-    """Client side of `evaluator.sandbox_server`; thread-safe; restarted if it dies."""
+    """Client side of `evaluator.judging.sandbox_server`; thread-safe; restarted if it dies."""
 
     def __init__(self, env: dict[str, str], cwd: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluator.sandbox_server"],
+            [sys.executable, "-m", "evaluator.judging.sandbox_server"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=open(cwd / "fork_server.stderr.txt", "ab"),  # noqa: SIM115
@@ -278,7 +278,7 @@ class Sandbox:
         self.config = config
         self.device = device
         if config.sandbox.confine or config.sandbox.require_containment:
-            from evaluator.confine import containment_label, require_full_containment
+            from evaluator.containment.confine import containment_label, require_full_containment
 
             require_full_containment(config.sandbox)
             self.containment = containment_label(config.sandbox.confine)
@@ -375,7 +375,7 @@ class Sandbox:
             )
             result.phases_s["rerun_alone"] = 1.0
         if result.status is Status.ERROR:
-            from evaluator.confine import limit_hint
+            from evaluator.containment.confine import limit_hint
 
             result.reason += limit_hint(result.reason, self.config.sandbox)
         result.wall_s = time.monotonic() - started
@@ -419,7 +419,7 @@ class Sandbox:
                 open(job_dir / "stderr.txt", "ab") as err,
             ):
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "evaluator.harness", str(spec)],
+                    [sys.executable, "-m", "evaluator.judge.verifier", str(spec)],
                     cwd=job_dir,
                     env=self.env,
                     stdin=subprocess.DEVNULL,
@@ -565,7 +565,7 @@ def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome)
             load_error = event
         elif kind == "loaded":
             op_flags += [f for f in event.get("flags", []) if f not in op_flags]
-        elif kind == "violation":  # evaluator.confine_watch / confine_tree
+        elif kind == "violation":  # evaluator.containment.watch / confine_tree
             flag = f"{Flag.SANDBOX_VIOLATION}:{event.get('kind')}"
             op_flags += [flag] if flag not in op_flags else []
         elif kind == "test_result":

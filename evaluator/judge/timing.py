@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from evaluator.inputs import materialize
+from evaluator.cases.inputs import materialize
 from evaluator.results import Flag
 
 if TYPE_CHECKING:
     from evaluator.config import TimingConfig
-    from evaluator.harness import Judge, Prepared
+    from evaluator.judge.verifier import Judge, Prepared
 
 _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize

@@ -1,6 +1,6 @@
 """Fork server: a pre-imported Python that forks one isolated child per candidate.
 
-Started by `evaluator.sandbox.Sandbox` with an environment already stripped of secrets. It imports
+Started by `evaluator.judging.sandbox.Sandbox` with an environment already stripped of secrets. It imports
 torch, triton and the harness once (about 1.3 s on the CPU, 3 s with CUDA libraries) and never
 touches CUDA itself, so each forked child initialises its own CUDA context (a parent that had
 initialised CUDA could not fork safely). The server is single-threaded for the same reason.
@@ -40,9 +40,9 @@ def _child(spec: str, job_dir: str) -> None:
         os.dup2(err, 2)
         sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
         sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
-        from evaluator.confine import contain_job
-        from evaluator.confine_tree import exit_code_of
-        from evaluator.harness import run_job
+        from evaluator.containment.confine import contain_job
+        from evaluator.containment.process_tree import exit_code_of
+        from evaluator.judge.verifier import run_job
 
         contain_job(spec, lambda: exit_code_of(run_job, spec))
     except BaseException:  # noqa: BLE001 - a harness failure is reported through the exit code
@@ -55,15 +55,15 @@ def serve() -> None:
     import torch  # pre-import: this is what the children inherit
     import triton  # noqa: F401
 
-    import evaluator.confine  # noqa: F401
-    import evaluator.confine_watch  # noqa: F401
-    import evaluator.harness  # noqa: F401
-    import evaluator.timing  # noqa: F401
+    import evaluator.containment.confine  # noqa: F401
+    import evaluator.containment.watch  # noqa: F401
+    import evaluator.judge.timing  # noqa: F401
+    import evaluator.judge.verifier  # noqa: F401
 
     try:
         import pyseccomp  # noqa: F401 - loading libseccomp costs a child 20 ms
     except (ImportError, OSError):
-        pass  # reported as missing by evaluator.confine.probe()
+        pass  # reported as missing by evaluator.containment.confine.probe()
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         import triton.runtime.interpreter  # noqa: F401
@@ -86,7 +86,7 @@ def serve() -> None:
     # Warm what every child would otherwise load on its first guarded call: entering a
     # TorchDispatchMode imports torch._dynamo lazily (~1.2-1.5 s per child on 2 cores). CPU
     # tensors only: the server must never create a CUDA context.
-    from evaluator.guards import AtenTrace, LaunchCounter
+    from evaluator.judge.guards import AtenTrace, LaunchCounter
 
     with AtenTrace(LaunchCounter()):
         torch.empty(1).add_(1)

@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
-from evaluator.backend_selection import read_results
+from evaluator.cases.testcase import CaseSyntaxError, TensorSpec, parse_case, serialize_case
+from evaluator.cases.trace_recorder import UnserializableArgument, serialize_call
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op
-from evaluator.runfolder import RESULTS_JSON, results_file
-from evaluator.testcase import CaseSyntaxError, TensorSpec, parse_case, serialize_case
-from evaluator.trace_recorder import UnserializableArgument, serialize_call
+from evaluator.reports.runfolder import RESULTS_JSON, results_file
+from evaluator.runtime.backend_selection import read_results
 
 
 def _canonical_spec(spec: TensorSpec) -> TensorSpec:

@@ -3,7 +3,7 @@
 Contract: `abi_version()` says which Landlock ABI the running kernel offers (0 = none);
 `restrict(read, write, devices)` applies one ruleset to the calling thread and every thread and
 process it starts later, and returns what it handled. It needs no_new_privs (or CAP_SYS_ADMIN)
-set beforehand; `evaluator.confine` does that. A ruleset can only be tightened, never lifted.
+set beforehand; `evaluator.containment.confine` does that. A ruleset can only be tightened, never lifted.
 
 What the ruleset handles, by ABI: 1 file access (read, write, execute, create, remove), 2 renames
 across directories, 3 truncation, 4 TCP bind and connect (no port is allowed: every TCP bind and

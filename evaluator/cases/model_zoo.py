@@ -5,7 +5,7 @@ classes from explicit config objects, torchvision/timm constructors without pret
 makes example inputs of the sizes used in practice, and says how to run one step: inference
 (`infer`, under `no_grad`) or training (`train`: forward, loss, `loss.backward()`).
 
-Contract with `evaluator.trace`:
+Contract with `evaluator.cases.trace`:
 - `build()` and `make_inputs(model)` are called with the target device and the parameter dtype
   set as defaults (`torch.device(...)`, `torch.set_default_dtype`), usually inside a
   `FakeTensorMode`, so factories need no `device=`/`dtype=`; nothing here allocates real memory
@@ -33,7 +33,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from evaluator.testcase import CODE_OF_DTYPE
+from evaluator.cases.testcase import CODE_OF_DTYPE
 
 Mode = Literal["infer", "train"]
 

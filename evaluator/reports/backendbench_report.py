@@ -36,15 +36,20 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from evaluator.results import Flag, OperatorResult, Status, TestResult, flag_name
-from evaluator.runfolder import (
+from evaluator.cases.testcase import (
+    CaseSyntaxError,
+    Device,
+    parse_case,
+    serialize_case_backendbench,
+)
+from evaluator.reports.runfolder import (
     BB_FAILED_TESTS,
     BB_FULL_RESULTS,
     OPERATOR_CSV,
     RESULTS_JSON,
     SUMMARY_MD,
 )
-from evaluator.testcase import CaseSyntaxError, Device, parse_case, serialize_case_backendbench
+from evaluator.results import Flag, OperatorResult, Status, TestResult, flag_name
 
 BB_CSV_COLUMNS = [
     "operator",

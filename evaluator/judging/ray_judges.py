@@ -1,4 +1,4 @@
-"""Judges as Ray actors (`eval.executor = "ray"`), for evaluator.judge_pool.JudgePool.
+"""Judges as Ray actors (`eval.executor = "ray"`), for evaluator.judging.judge_pool.JudgePool.
 
 Contract:
 - `make_ray_judges(config, device)` joins the Ray cluster at `eval.ray_address` (`auto`,
@@ -26,12 +26,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.judge_pool import JudgeLost
+from evaluator.judging.judge_pool import JudgeLost
 from evaluator.kernel_errors import show_user_path
 from evaluator.results import OperatorResult
-from evaluator.testcase import TestCase
 
 POLL_S = 0.05
 START_TIMEOUT_S = 180.0  # an actor waits for its resources (a free GPU) at most this long
@@ -51,7 +51,7 @@ class RemoteJudge:
     """The actor: a Sandbox on the node Ray placed it on."""
 
     def __init__(self, config: dict[str, Any], device: str) -> None:
-        from evaluator.judge_pool import LocalJudge
+        from evaluator.judging.judge_pool import LocalJudge
 
         self.device = device
         # Not pinned here: Ray already gave this process its GPU (CUDA_VISIBLE_DEVICES).
@@ -76,7 +76,7 @@ class RemoteJudge:
         cases: list[str],
         measure_performance: bool,
     ) -> dict[str, Any]:
-        from evaluator.testcase import parse_case
+        from evaluator.cases.testcase import parse_case
 
         folder = self.files / token
         folder.mkdir(parents=True)

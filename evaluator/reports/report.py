@@ -14,8 +14,8 @@ Contract:
 - `write_reports(run_dir, report)` writes, each atomically: `atenforge_results.json` (our object,
   schema_version 1), and BackendBench's four files with its content plus ours
   (`full_results.json`, `failed_tests.json`, `operator_summary.csv`, `OVERALL_SUMMARY.md`; see
-  evaluator.backendbench_report). `load_report(run_dir)` reads `atenforge_results.json` back into
-  a `Report`. The file names live in evaluator.runfolder.
+  evaluator.reports.backendbench_report). `load_report(run_dir)` reads `atenforge_results.json` back into
+  a `Report`. The file names live in evaluator.reports.runfolder.
 - `print_summary(report, console)` prints a rich table; user text (errors) is never parsed as
   rich markup, and a console that is not a terminal gets plain text.
 """
@@ -33,12 +33,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evaluator import backendbench_report as bb
-from evaluator.backendbench_report import CSV_COLUMNS
 from evaluator.error_text import correctness_config, error_with_tolerance, tolerance_legend
 from evaluator.errors import UsageError
-from evaluator.results import OperatorResult, Status, TestResult, flag_name
-from evaluator.runfolder import (
+from evaluator.reports import backendbench_report as bb
+from evaluator.reports.backendbench_report import CSV_COLUMNS
+from evaluator.reports.runfolder import (
     BB_FAILED_TESTS,
     BB_FULL_RESULTS,
     OPERATOR_CSV,
@@ -48,6 +47,7 @@ from evaluator.runfolder import (
     write_json,
     write_text,
 )
+from evaluator.results import OperatorResult, Status, TestResult, flag_name
 
 __all__ = [
     "BB_FAILED_TESTS",
@@ -99,7 +99,7 @@ def compute_scores(results: Sequence[OperatorResult], profile: str = "strict") -
       or has no speedup counting 1.0 (it falls back to eager).
     - fast_0, fast_1.0, fast_1.2: share that passed with a speedup above p.
     Under `backendbench` the scores are BackendBench's, computed from the records its readers see
-    in full_results.json (evaluator.backendbench_report.bb_scores): only operators with records
+    in full_results.json (evaluator.reports.backendbench_report.bb_scores): only operators with records
     count (a missing kernel, one that does not import, or one no test of which could run here has
     none), and an operator's speedup is the geomean over its tests, a test that did not pass
     counting 1.0.

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-CORPUS = Path(__file__).resolve().parent / "data" / "tiny_corpus.txt"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "tiny_corpus.txt"
 
 
 @dataclass(frozen=True)

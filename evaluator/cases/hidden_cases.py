@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
+from evaluator.cases.testcase import Device, TensorSpec, TestCase
 from evaluator.naming import normalize_op
-from evaluator.testcase import Device, TensorSpec, TestCase
 
 
 def _map_specs(value: Any, fn: Any) -> Any:

@@ -1,7 +1,7 @@
 """`python -m evaluator.confine --check [--json]`: what this machine enforces, proven by trying.
 
 Prints the probe (Landlock ABI, seccomp, capabilities, PID namespace, process cap), then runs a
-child confined exactly as a candidate is (`evaluator.confine`) that tries what a hostile kernel
+child confined exactly as a candidate is (`evaluator.containment.confine`) that tries what a hostile kernel
 would: read a decoy process's /proc/<pid>/environ holding a fake secret, write to $HOME and /tmp,
 connect to a TCP listener and send to a UDP one on 127.0.0.1, signal the decoy, and leave a
 `setsid()` grandchild behind. Each line says whether the attempt was blocked. Exit code 0 when
@@ -24,7 +24,8 @@ import types
 import uuid
 from typing import Any
 
-from evaluator import confine, confine_tree
+from evaluator.containment import confine
+from evaluator.containment import process_tree as confine_tree
 
 # SandboxConfig's defaults (kept here so the check needs no pydantic).
 _LIMITS = types.SimpleNamespace(

@@ -1,10 +1,10 @@
-"""The files a model check writes (evaluator.model_check), rendered from its result dict.
+"""The files a model check writes (evaluator.models.model_check), rendered from its result dict.
 
 Contract: `write_outputs(run_dir, result, eager, ours, noisy=None)`, with the runs as
 `TrainResult`s (`noisy`: the eager run from perturbed weights, the noise floor), writes
 `losses.csv` (step, loss_eager, loss_backend, step_ms_eager, step_ms_backend, and
 loss_eager_perturbed when the noise-floor run exists),
-`loss_curves.png` (matplotlib when installed, else `evaluator.png_plot`), `model_check.json`
+`loss_curves.png` (matplotlib when installed, else `evaluator.reports.png_plot`), `model_check.json`
 (`result`, plus `plot` and `plot_drawn_by`) and `MODEL_CHECK.md`.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator import png_plot
-from evaluator.runfolder import write_json, write_text
+from evaluator.reports import png_plot
+from evaluator.reports.runfolder import write_json, write_text
 
 
 @dataclass

@@ -5,7 +5,7 @@ A case is `((arg0, arg1, ...), {'kw': value})`; a tensor is `T([shape], dtype)` 
 Other values are Python literals, `inf`/`nan`, `torch.<dtype|layout|memory_format>`, devices and
 complex scalars (written `complex(re, im)`; `(1+2j)` is also read). A device is written as a string
 (`'cuda'`), which BackendBench's parser reads; `device(type='cuda')` is still read.
-Parsing yields plain data (`TensorSpec` placeholders); `evaluator.inputs` turns it into tensors.
+Parsing yields plain data (`TensorSpec` placeholders); `evaluator.cases.inputs` turns it into tensors.
 `serialize_case(parse_case(s)) == s` holds for every line we write ourselves.
 
 A trace file groups cases per operator:
@@ -403,7 +403,7 @@ def load_trace(path: Path | str) -> Trace:
     """A `.txt` trace, or a BackendBench parquet test set (`.parquet`, needs pyarrow)."""
     path = Path(path)
     if path.suffix == ".parquet":
-        from evaluator.parquet_trace import load_parquet_trace
+        from evaluator.cases.parquet_trace import load_parquet_trace
 
         return load_parquet_trace(path)
     return parse_trace_text(path.read_text(encoding="utf-8"), origin=str(path))

@@ -45,7 +45,7 @@ BB_FAILED_TESTS = "failed_tests.json"
 OPERATOR_CSV = "operator_summary.csv"
 SUMMARY_MD = "OVERALL_SUMMARY.md"
 PROJECT = "atenforge"
-_PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+_PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 _FALLBACK_VERSION = "0.1.0"
 
 
@@ -288,9 +288,9 @@ def environment_info(device: str, *, confine: bool = True) -> dict[str, Any]:
     `gpu` is the CUDA device name, or "cpu-interpreter" when `device == "cpu"` (kernels run in
     Triton's interpreter). On the CPU `torch.cuda` is never called: initialising CUDA in the
     evaluator's process would make forking sandbox children unsafe. `containment` says how far
-    candidates are confined here (`evaluator.confine`; `confine` = eval.sandbox.confine).
+    candidates are confined here (`evaluator.containment.confine`; `confine` = eval.sandbox.confine).
     """
-    from evaluator.confine import containment_label
+    from evaluator.containment.confine import containment_label
 
     torch_version = _module_version("torch")
     info: dict[str, Any] = {

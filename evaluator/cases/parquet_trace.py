@@ -20,9 +20,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from evaluator.cases.testcase import CaseSyntaxError, TestCase, Trace, parse_case
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op
-from evaluator.testcase import CaseSyntaxError, TestCase, Trace, parse_case
 
 COLUMNS = (
     "uuid",

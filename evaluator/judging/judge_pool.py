@@ -9,7 +9,7 @@ Contract:
   server sees only its GPU (CUDA_VISIBLE_DEVICES) and has its own scratch folder, so the timing
   lock is per GPU. On the CPU: `N` interpreter judges (`all` = one per CPU core, a list = one per
   entry).
-- Ray judges (`eval.executor = "ray"`, evaluator.ray_judges): the same judges as Ray actors.
+- Ray judges (`eval.executor = "ray"`, evaluator.judging.ray_judges): the same judges as Ray actors.
 - A candidate goes to the judge with the fewest candidates in flight per slot
   (`eval.sandbox.num_parallel` slots each); ties go to the judge that judged fewer.
 - Faults: a judge whose fork server (or actor) died while judging a candidate gives no verdict on
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
+from evaluator.judging.sandbox import Sandbox
 from evaluator.results import Flag, OperatorResult, Status, verdict_without_run
-from evaluator.sandbox import Sandbox
-from evaluator.testcase import TestCase
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05  # how often a candidate waiting for a judge looks at its cancel event
@@ -419,7 +419,7 @@ def num_local_judges(config: EvalConfig, device: str) -> int:
 def make_pool(config: EvalConfig, device: str) -> JudgePool:
     """The judges `eval.devices` and `eval.executor` ask for (Ray connects or starts here)."""
     if config.executor == "ray":
-        from evaluator.ray_judges import make_ray_judges
+        from evaluator.judging.ray_judges import make_ray_judges
 
         return JudgePool(make_ray_judges(config, device), device=device, executor="ray")
     indices = parse_devices(config.devices, device)

@@ -16,8 +16,8 @@ import torch
 
 if TYPE_CHECKING:
     from evaluator.config import CorrectnessConfig
+from evaluator.cases.testcase import CODE_OF_DTYPE
 from evaluator.results import Flag
-from evaluator.testcase import CODE_OF_DTYPE
 
 _isnan = torch.isnan
 _isinf = torch.isinf

@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluator.errors import UsageError
 from evaluator.naming import find_kernel_file, folder_to_op, normalize_op
-from evaluator.runfolder import RESULTS_JSON, results_file
+from evaluator.reports.runfolder import RESULTS_JSON, results_file
 
 # --------------------------------------------------------------------------- kernels on disk
 

@@ -24,7 +24,7 @@ Contract:
 `TraceTable` merges the recordings of many models and `write_trace` writes them out: the trace
 file (operators by number of models, then count; cases by count, descending) and its JSON
 sidecar (COMMON.md: per operator its models and count; per case count, models, dtype, bytes).
-A case whose text does not round-trip through `evaluator.testcase` is dropped and counted.
+A case whose text does not round-trip through `evaluator.cases.testcase` is dropped and counted.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from evaluator.naming import base_name, normalize_op
-from evaluator.testcase import (
+from evaluator.cases.testcase import (
     CODE_OF_DTYPE,
     CaseSyntaxError,
     TestCase,
@@ -50,6 +49,7 @@ from evaluator.testcase import (
     serialize_case,
     spec_of_tensor,
 )
+from evaluator.naming import base_name, normalize_op
 
 SIDECAR_SCHEMA_VERSION = 1
 
@@ -312,7 +312,7 @@ def write_trace(
     out.parent.mkdir(parents=True, exist_ok=True)
     by_op = {op: [c for c, _ in cases] for op, cases in ranked}
     if out.suffix == ".parquet":
-        from evaluator.parquet_trace import write_parquet_trace
+        from evaluator.cases.parquet_trace import write_parquet_trace
 
         write_parquet_trace(by_op, out)
     else:

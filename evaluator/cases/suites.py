@@ -7,7 +7,7 @@ Contract:
 
 Sources: `smoke` (evaluator/data/smoke_trace.txt, ~8 common ops, small shapes), `torchbench`
 (evaluator/data/torchbench_trace.txt, shapes from real models), `opinfo` (samples of PyTorch's OpInfo
-database that dispatch exactly one ATen overload; see `evaluator.opinfo_suite`), or `trace_file`, any
+database that dispatch exactly one ATen overload; see `evaluator.cases.opinfo_suite`), or `trace_file`, any
 BackendBench-format trace, which takes precedence over `suite`.
 
 Ranking ("most used" for `num_operators`): number of models that use the operator (from the trace's
@@ -41,13 +41,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluator.cases.testcase import TestCase, load_trace
 from evaluator.errors import UsageError
 from evaluator.naming import base_name, normalize_op
-from evaluator.testcase import TestCase, load_trace
 
 log = logging.getLogger(__name__)
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 SUITE_FILES: dict[str, Path] = {
     "smoke": DATA_DIR / "smoke_trace.txt",
     "torchbench": DATA_DIR / "torchbench_trace.txt",
@@ -132,7 +132,7 @@ class OpCases:
     cases: list[TestCase]
     count: int = 0
     models: int = 0
-    # hidden cases (evaluator.hidden_cases): for the agent's rounds, and for the final evaluation
+    # hidden cases (evaluator.cases.hidden_cases): for the agent's rounds, and for the final evaluation
     hidden_round: list[TestCase] = field(default_factory=list)
     hidden_final: list[TestCase] = field(default_factory=list)
 
@@ -172,7 +172,7 @@ def select_operators(
 ) -> Selection:
     """Operators to evaluate and their cases; raises UsageError on bad input (see module doc).
     With `hidden_per_set`, each operator also gets two sets of hidden cases
-    (`evaluator.hidden_cases`), shuffled by `hidden_salt`."""
+    (`evaluator.cases.hidden_cases`), shuffled by `hidden_salt`."""
     if num_operators is not None and num_operators < 1:
         raise UsageError(f"--num-operators must be at least 1 (got {num_operators}).")
     if max_cases_per_op < 1:
@@ -215,7 +215,7 @@ def select_operators(
             op=op, cases=every[:max_cases_per_op], count=counts[op], models=models.get(op, 0)
         )
         if hidden_per_set > 0:
-            from evaluator.hidden_cases import hidden_sets
+            from evaluator.cases.hidden_cases import hidden_sets
 
             spare = every[max_cases_per_op:]
             if prefer is not None:
@@ -285,7 +285,9 @@ def _load_source(
             "no suite given: pass --suite (smoke, torchbench, opinfo) or --trace-file PATH."
         )
     if suite == "opinfo":
-        from evaluator.opinfo_suite import opinfo_cases  # slow import (~6 s): only when asked for
+        from evaluator.cases.opinfo_suite import (
+            opinfo_cases,  # slow import (~6 s): only when asked for
+        )
 
         cases = opinfo_cases()
         if not cases:

@@ -1,0 +1,1 @@
+"""The model check: whole models run with our kernels installed, compared with eager PyTorch."""

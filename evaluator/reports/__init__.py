@@ -1,0 +1,1 @@
+"""Reports: run folders, the results report, the BackendBench-style report and plots."""
