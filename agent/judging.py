@@ -22,10 +22,10 @@ from evaluator.evaluate import (
     close_sandboxes,
     evaluate,
     judge_candidate,
+    judge_capacity,
     judge_stats,
     resolve_device,
 )
-from evaluator.judging.judge_pool import judge_capacity
 from evaluator.reports.runfolder import environment_info
 from evaluator.results import OperatorResult
 

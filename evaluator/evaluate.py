@@ -20,7 +20,7 @@ from pathlib import Path
 from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
 from evaluator.errors import UsageError
-from evaluator.judging.judge_pool import JudgePool, make_pool
+from evaluator.judging.judge_pool import JudgePool, make_pool, num_local_judges
 from evaluator.naming import find_kernel_file, kernel_files, op_to_folder
 from evaluator.results import OperatorResult, Status, not_run, verdict_without_run
 
@@ -64,6 +64,16 @@ def shared_sandbox(config: EvalConfig, device: str) -> JudgePool:
         if box is None:
             box = _SANDBOXES[key] = make_pool(config, device)
         return box
+
+
+def judge_capacity(config: EvalConfig, device: str) -> int:
+    """How many candidates the pool for (config, device) judges at once, without starting it
+    where that is possible (local judges start their fork servers lazily anyway)."""
+    if config.executor == "ray":
+        return shared_sandbox(config, device).capacity
+    if str(config.devices).strip() == "1":
+        return config.sandbox.num_parallel  # one judge: no need to count the devices
+    return num_local_judges(config, device) * config.sandbox.num_parallel
 
 
 def close_sandboxes() -> None:

@@ -430,15 +430,3 @@ def make_pool(config: EvalConfig, device: str) -> JudgePool:
     pin = device == "cuda" and str(config.devices).strip() != "1"
     judges = [LocalJudge(config, device, i, pin=pin) for i in indices]
     return JudgePool(judges, device=device, executor="local")
-
-
-def judge_capacity(config: EvalConfig, device: str) -> int:
-    """How many candidates the pool for (config, device) judges at once, without starting it
-    where that is possible (local judges start their fork servers lazily anyway)."""
-    if config.executor == "ray":
-        from evaluator.evaluate import shared_sandbox
-
-        return shared_sandbox(config, device).capacity
-    if str(config.devices).strip() == "1":
-        return config.sandbox.num_parallel  # one judge: no need to count the devices
-    return num_local_judges(config, device) * config.sandbox.num_parallel
