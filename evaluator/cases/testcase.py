@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from evaluator import safe_ast
+import evaluator.safe_ast as safe_ast
 from evaluator.naming import normalize_op
 
 DTYPE_CODES: dict[str, torch.dtype] = {
