@@ -280,3 +280,42 @@ def case_dtypes(cases: list[Any]) -> set[torch.dtype]:
 def unsupported_dtypes(cases: list[Any]) -> set[torch.dtype]:
     """Dtypes in the cases that builtin kernels do not handle (writers then return None)."""
     return case_dtypes(cases) - SUPPORTED_DTYPES
+
+
+def pick(
+    request: Any,
+    specs: dict[str, Any],
+    num_variants: int,
+    allowed: Any = None,
+    ignored: frozenset = frozenset(),
+) -> tuple[Any, int] | None:
+    """The family's spec for the request's operator and the variant clamped to the family's
+    range; None when the family has no spec for it, or when a case has a dtype outside `allowed`
+    (dtypes in `ignored` pass: index or offset tensors)."""
+    spec = specs.get(request.op)
+    if spec is None:
+        return None
+    if allowed is not None and any(
+        dt not in allowed for dt in case_dtypes(request.cases) - ignored
+    ):
+        return None
+    return spec, min(max(request.variant, 0), num_variants - 1)
+
+
+def render_family(
+    request: Any,
+    variant: int,
+    *,
+    summary: str,
+    plan: str,
+    sections: tuple[str, ...],
+    body: str = "",
+    after: tuple[str, ...] = (),
+) -> str:
+    """One emitted file: the header, the family's sections, the entry point, then `after`."""
+    return render_file(
+        file_header(request.op, summary=summary, plan=plan, variant=variant, schema=request.schema),
+        *sections,
+        entry_point(request.op, body),
+        *after,
+    )

@@ -72,20 +72,19 @@ _SPECS: dict[str, tuple[str, str]] = {
 
 
 def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
-    if spec is None:
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS)
+    if picked is None:
         return None
-    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
-        return None
-    summary, body = spec
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
-    return codegen.render_file(
-        codegen.file_header(
-            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
-        ),
-        kernelsource.emitted("matmul", "main", values={"_CONSERVATIVE": str(variant >= 1)}),
-        codegen.entry_point(request.op, body),
-        codegen.PDL_SOURCE,
+    (summary, body), variant = picked
+    main = kernelsource.emitted("matmul", "main", values={"_CONSERVATIVE": str(variant >= 1)})
+    return codegen.render_family(
+        request,
+        variant,
+        summary=summary,
+        plan=_PLAN,
+        sections=(main,),
+        body=body,
+        after=(codegen.PDL_SOURCE,),
     )
 
 

@@ -114,22 +114,17 @@ _SPECS: dict[str, tuple[str, str, str]] = {
 
 
 def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
-    if spec is None:
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS)
+    if picked is None:
         return None
-    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
-        return None
-    kernels, summary, body = spec
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+    (kernels, summary, body), variant = picked
     plan = _LN_PLAN if "layer_norm" in request.op else _BN_PLAN
-    return codegen.render_file(
-        codegen.file_header(
-            request.op, summary=summary, plan=plan, variant=variant, schema=request.schema
-        ),
-        kernelsource.emitted("norm_shared", "header", values={"_CONSERVATIVE": str(variant >= 1)}),
-        codegen.PDL_SOURCE,
-        kernels,
-        codegen.entry_point(request.op, body),
+    header = kernelsource.emitted(
+        "norm_shared", "header", values={"_CONSERVATIVE": str(variant >= 1)}
+    )
+    sections = (header, codegen.PDL_SOURCE, kernels)
+    return codegen.render_family(
+        request, variant, summary=summary, plan=plan, sections=sections, body=body
     )
 
 

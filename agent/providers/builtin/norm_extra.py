@@ -72,21 +72,13 @@ _PLAN = (
 
 
 def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
-    if spec is None:
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS)
+    if picked is None:
         return None
-    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
-        return None
-    summary, section, body = spec
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
-    return codegen.render_file(
-        codegen.file_header(
-            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
-        ),
-        codegen.tiles_prelude(variant),
-        _COMMON,
-        section,
-        codegen.entry_point(request.op, body),
+    (summary, section, body), variant = picked
+    sections = (codegen.tiles_prelude(variant), _COMMON, section)
+    return codegen.render_family(
+        request, variant, summary=summary, plan=_PLAN, sections=sections, body=body
     )
 
 

@@ -103,20 +103,14 @@ _PLAN = (
 
 def _write(request: KernelRequest) -> str | None:
     spec = _SPECS.get(request.op)
-    if spec is None:
+    allowed = spec[3] if spec is not None else None  # each scan op has its own dtypes
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, allowed, frozenset({torch.int64}))
+    if picked is None:
         return None
-    summary, section, body, dtypes = spec
-    if any(dt not in dtypes for dt in codegen.case_dtypes(request.cases) - {torch.int64}):
-        return None
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
-    return codegen.render_file(
-        codegen.file_header(
-            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
-        ),
-        codegen.tiles_prelude(variant),
-        _COMMON,
-        section,
-        codegen.entry_point(request.op, body),
+    (summary, section, body, _), variant = picked
+    sections = (codegen.tiles_prelude(variant), _COMMON, section)
+    return codegen.render_family(
+        request, variant, summary=summary, plan=_PLAN, sections=sections, body=body
     )
 
 

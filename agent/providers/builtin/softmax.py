@@ -94,22 +94,20 @@ _KERNELS = "".join(
 
 
 def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
-    if spec is None:
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS)
+    if picked is None:
         return None
-    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
-        return None
-    mode, summary, body = spec
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
-    return codegen.render_file(
-        codegen.file_header(
-            request.op, summary=summary, plan=_PLAN, variant=variant, schema=request.schema
-        ),
-        kernelsource.emitted(
-            "softmax", "main", values={"_CONSERVATIVE": str(variant >= 1), "_MODE": str(mode)}
-        )
-        + _KERNELS,
-        codegen.entry_point(request.op, body),
+    (mode, summary, body), variant = picked
+    main = kernelsource.emitted(
+        "softmax", "main", values={"_CONSERVATIVE": str(variant >= 1), "_MODE": str(mode)}
+    )
+    return codegen.render_family(
+        request,
+        variant,
+        summary=summary,
+        plan=_PLAN,
+        sections=(main + _KERNELS,),
+        body=body,
     )
 
 
@@ -123,24 +121,22 @@ _SAFE_PLAN = (
 
 def _write_safe(request: KernelRequest) -> str | None:
     """_safe_softmax: its own row kernel (kernels/safe_softmax.py) after the shared tile helpers."""
-    if any(dt not in _FLOATS for dt in codegen.case_dtypes(request.cases)):
+    picked = codegen.pick(request, {request.op: None}, NUM_VARIANTS, _FLOATS)
+    if picked is None:
         return None
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
-    return codegen.render_file(
-        codegen.file_header(
-            request.op,
-            summary="softmax along a dim where fully masked (-inf) rows give 0",
-            plan=_SAFE_PLAN,
-            variant=variant,
-            schema=request.schema,
-        ),
+    variant = picked[1]
+    sections = (
         codegen.tiles_prelude(variant),
         kernelsource.definitions("pooling_common")["_acc"],
         kernelsource.emitted("safe_softmax", "safe_softmax"),
-        codegen.entry_point(
-            request.op,
-            "def _op(self, dim, dtype=None):\n    return _safe_softmax(self, dim, dtype)",
-        ),
+    )
+    return codegen.render_family(
+        request,
+        variant,
+        summary="softmax along a dim where fully masked (-inf) rows give 0",
+        plan=_SAFE_PLAN,
+        sections=sections,
+        body="def _op(self, dim, dtype=None):\n    return _safe_softmax(self, dim, dtype)",
     )
 
 
