@@ -127,7 +127,7 @@ def test_the_compiled_baseline_is_made_once_per_op_with_its_cache_beside_triton_
     # a fresh interpreter, as a sandbox child is: Inductor not imported yet
     code = (
         "import os, torch\n"
-        "from evaluator import timing\n"
+        "from evaluator.judge import timing\n"
         "first = timing._compiled(torch.ops.aten.relu.default)\n"  # compiled lazily: nothing runs
         "assert timing._compiled(torch.ops.aten.relu.default) is first\n"
         "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
