@@ -121,7 +121,7 @@ _SAFE_PLAN = (
 
 def _write_safe(request: KernelRequest) -> str | None:
     """_safe_softmax: its own row kernel (kernels/safe_softmax.py) after the shared tile helpers."""
-    picked = codegen.pick(request, {request.op: None}, NUM_VARIANTS, _FLOATS)
+    picked = codegen.pick(request, {request.op: True}, NUM_VARIANTS, _FLOATS)
     if picked is None:
         return None
     variant = picked[1]
