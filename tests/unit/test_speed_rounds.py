@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_fakes import MarkerJudge, QueueProvider, config, make_parts
+from agent_fakes import MarkerJudge, QueueProvider, Scripted, config, make_parts
 
 from agent.session import RunRequest, Session
 from agent.speed import resolve_speed_rounds
@@ -197,7 +197,11 @@ def test_the_budget_stops_speed_rounds(tmp_path):
 
 def test_the_fastest_passing_candidate_of_a_round_wins(tmp_path):
     provider = QueueProvider()
-    provider.enqueue(OP, 1, timed("pass", "1.0", "first"), timed("pass", "1.3", "w1 faster"))
+    # w1's first answer comes late, so w2 has asked for (and failed) its first round before w1's
+    # pass ends the operator's first phase: otherwise w2's first answer could be left for its
+    # speed round
+    first = Scripted(text=timed("pass", "1.0", "first"), delay_s=0.5)
+    provider.enqueue(OP, 1, first, timed("pass", "1.3", "w1 faster"))
     provider.enqueue(OP, 2, timed("fail", "1.0", "w2 wrong"), timed("pass", "1.6", "w2 fastest"))
     cfg = config(tmp_path, num_workers=2, max_rounds=1, speed_rounds=1)
     parts = gpu_parts(provider, TimedMarkerJudge())
