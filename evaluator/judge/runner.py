@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,11 +123,14 @@ class RunnerClient:
         except OSError as exc:
             self._gone(str(exc))
 
-    def load(self, kernel_file: str) -> dict[str, Any]:
-        """Have the runner import the kernel. Returns {"error": load_error event or None,
-        "flags": [...]}; a runner that dies importing yields an error event for its exit."""
+    def load(self, kernel_file: str, meanwhile: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Have the runner import the kernel; `meanwhile` runs here while it does. Returns
+        {"error": load_error event or None, "flags": [...]}; a runner that dies importing yields
+        an error event for its exit."""
         try:
             channel.send(self.sock, {"kind": "load", "kernel_file": kernel_file}, [])
+            if meanwhile is not None:
+                meanwhile()
             header, _ = channel.recv(self.sock, 0)
         except (ChannelError, OSError) as exc:
             flag = self._gone(str(exc))
