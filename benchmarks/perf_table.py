@@ -1,9 +1,10 @@
 """Per-operator speed table of a GPU evaluation (the speed targets of docs/PERFORMANCE.md).
 
-    python benchmarks/perf_table.py RUN_DIR [--sort speedup|eager_us|op]
+    python benchmarks/perf_table.py RUN_DIR [RUN_DIR ...] [--sort speedup|eager_us|op]
         [--copy-curve copy_bandwidth.json] > table.md
 
-RUN_DIR is an evaluation run folder (its atenforge_results.json). For every passed operator: geomean
+RUN_DIR is an evaluation run folder (its atenforge_results.json); several folders (a suite
+evaluated in parts, e.g. over two leases) are read as one, an operator's last folder winning. For every passed operator: geomean
 speedup vs eager over its timed cases, median eager and kernel time, and at its largest case (most
 bytes that must move) the share of measured HBM bandwidth the kernel reached (bytes / time, the
 bytes the evaluator's roofline floor counts) and whether eager's time there is above the launch-
@@ -101,20 +102,25 @@ def copy_pct_at(curve: dict[str, Any], mib: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     ap.add_argument("--sort", choices=["speedup", "eager_us", "op"], default="speedup")
     ap.add_argument(
         "--copy-curve", type=Path, default=None, help="copy_bandwidth.py's JSON from the same GPU"
     )
     args = ap.parse_args()
     curve = json.loads(args.copy_curve.read_text()) if args.copy_curve else None
-    path = results_file(args.run_dir)
-    if not path.is_file():
-        raise SystemExit(f"perf_table: no {path}: give the run folder of an evaluation")
-    results = json.loads(path.read_text())
-    if results.get("device") != "cuda":
-        raise SystemExit(f"perf_table: {path} is a {results.get('device')} run: nothing was timed")
-    rows = operator_rows(results)
+    by_op: dict[str, dict[str, Any]] = {}
+    for run_dir in args.run_dirs:
+        path = results_file(run_dir)
+        if not path.is_file():
+            raise SystemExit(f"perf_table: no {path}: give the run folder of an evaluation")
+        results = json.loads(path.read_text())
+        if results.get("device") != "cuda":
+            raise SystemExit(
+                f"perf_table: {path} is a {results.get('device')} run: nothing was timed"
+            )
+        by_op.update({r["op"]: r for r in operator_rows(results)})
+    rows = list(by_op.values())
     rows.sort(key=lambda r: r[args.sort])
     print(
         "| operator | cases | geomean speedup | median eager µs | median kernel µs "
