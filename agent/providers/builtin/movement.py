@@ -160,10 +160,10 @@ def tile_writer(specs: dict[str, TileSpec]) -> Writer:
     spec's sections and its entry point; None for an unknown op or a declined case."""
 
     def write(request: KernelRequest) -> str | None:
-        spec = specs.get(request.op)
-        if spec is None or _declines(request.op, request.cases):
+        picked = codegen.pick(request, specs, NUM_VARIANTS)
+        if picked is None or _declines(request.op, request.cases):
             return None
-        variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
+        spec, variant = picked
         return codegen.render_family(
             request,
             variant,
