@@ -30,20 +30,12 @@ from typing import Any
 
 import torch
 
-from evaluator.cases.testcase import Device, TensorSpec, TestCase
+from evaluator.cases.testcase import Device, TensorSpec, TestCase, map_values
 from evaluator.naming import normalize_op
 
 
 def _map_specs(value: Any, fn: Any) -> Any:
-    if isinstance(value, TensorSpec):
-        return fn(value)
-    if isinstance(value, list):
-        return [_map_specs(v, fn) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_map_specs(v, fn) for v in value)
-    if isinstance(value, dict):
-        return {k: _map_specs(v, fn) for k, v in value.items()}
-    return value
+    return map_values(value, lambda v: fn(v) if isinstance(v, TensorSpec) else v)
 
 
 def _with_specs(case: TestCase, fn: Any) -> TestCase:
@@ -102,20 +94,18 @@ def perturb(case: TestCase) -> Iterator[TestCase]:
         yield layout
 
 
-def _meta_value(value: Any) -> Any:
+def _meta_leaf(value: Any) -> Any:
     if isinstance(value, TensorSpec):
         if value.stride is None:
             return torch.empty(value.shape, dtype=value.dtype, device="meta")
         return torch.empty_strided(value.shape, value.stride, dtype=value.dtype, device="meta")
     if isinstance(value, Device):
         return torch.device("meta")
-    if isinstance(value, list):
-        return [_meta_value(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_meta_value(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _meta_value(v) for k, v in value.items()}
     return value
+
+
+def _meta_value(value: Any) -> Any:
+    return map_values(value, _meta_leaf)
 
 
 def eager_accepts(op: str, case: TestCase) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,18 @@ class TestCase:
 
     def total_bytes(self) -> int:
         return sum(s.nbytes() for s in self.tensor_specs())
+
+
+def map_values(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """`value` with `leaf` applied to every item that is not a list, tuple or dict, walking into
+    those containers (rebuilt as plain lists, tuples and dicts, keys kept)."""
+    if isinstance(value, list):
+        return [map_values(v, leaf) for v in value]
+    if isinstance(value, tuple):
+        return tuple(map_values(v, leaf) for v in value)
+    if isinstance(value, dict):
+        return {k: map_values(v, leaf) for k, v in value.items()}
+    return leaf(value)
 
 
 def _collect_specs(value: Any, out: list[TensorSpec]) -> None:

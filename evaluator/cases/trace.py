@@ -54,6 +54,7 @@ from evaluator.cases.testcase import (
     TensorSpec,
     format_trace,
     load_trace,
+    map_values,
     parse_case,
 )
 from evaluator.cases.trace_recorder import HostScalars, Recorder, TraceTable, write_trace
@@ -313,6 +314,10 @@ def materialize_value(value: Any, generator: torch.Generator, *, max_int: int) -
 
     Tensors and devices land on the current default device (the traced device).
     """
+    return map_values(value, lambda v: _materialize_leaf(v, generator, max_int))
+
+
+def _materialize_leaf(value: Any, generator: torch.Generator, max_int: int) -> Any:
     if isinstance(value, TensorSpec):
         size = value.storage_numel() if value.stride is not None else value.numel()
         dtype = value.dtype
@@ -329,12 +334,6 @@ def materialize_value(value: Any, generator: torch.Generator, *, max_int: int) -
         return flat.reshape(value.shape)
     if isinstance(value, Device):
         return torch.get_default_device()
-    if isinstance(value, list):
-        return [materialize_value(v, generator, max_int=max_int) for v in value]
-    if isinstance(value, tuple):
-        return tuple(materialize_value(v, generator, max_int=max_int) for v in value)
-    if isinstance(value, dict):
-        return {k: materialize_value(v, generator, max_int=max_int) for k, v in value.items()}
     return value
 
 
@@ -431,7 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument(
-        "--zoo", action="store_true", help="trace the built-in model zoo (evaluator.cases.model_zoo)"
+        "--zoo",
+        action="store_true",
+        help="trace the built-in model zoo (evaluator.cases.model_zoo)",
     )
     what.add_argument(
         "--model",

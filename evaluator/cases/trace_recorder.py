@@ -45,6 +45,7 @@ from evaluator.cases.testcase import (
     CaseSyntaxError,
     TestCase,
     format_trace,
+    map_values,
     parse_case,
     serialize_case,
     spec_of_tensor,
@@ -101,6 +102,10 @@ class UnserializableArgument(TypeError):
 
 def _plain(value: Any) -> Any:
     """Turn dispatcher arguments into values `serialize_case` accepts (tensors -> TensorSpec)."""
+    return map_values(value, _plain_leaf)
+
+
+def _plain_leaf(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return spec_of_tensor(value)
     if isinstance(value, torch.SymInt):
@@ -109,12 +114,6 @@ def _plain(value: Any) -> Any:
         return float(value)
     if isinstance(value, torch.SymBool):
         return bool(value)
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
     return value
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from evaluator.cases.inputs import materialize
-from evaluator.cases.testcase import TestCase, parse_case
+from evaluator.cases.testcase import TestCase, map_values, parse_case
 from evaluator.judge import checks
 from evaluator.judge.gpu_guards import NumericsState, StreamWatch
 from evaluator.judge.gpu_lock import GpuLock
@@ -132,6 +132,11 @@ def mutable_positions(packet: Any) -> tuple[set[int], set[str]]:
 
 
 def clone_tree(value: Any) -> Any:
+    """Every tensor in `value` (through lists, tuples and dicts) cloned with its strides."""
+    return map_values(value, _clone_tensor)
+
+
+def _clone_tensor(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         if value.is_contiguous() and value.storage_offset() == 0:
             return value.clone()
@@ -142,12 +147,6 @@ def clone_tree(value: Any) -> Any:
             value.untyped_storage().clone(), value.storage_offset(), value.size(), value.stride()
         )
         return out
-    if isinstance(value, list):
-        return [clone_tree(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(clone_tree(v) for v in value)
-    if isinstance(value, dict):
-        return {k: clone_tree(v) for k, v in value.items()}
     return value
 
 
@@ -492,7 +491,11 @@ class Judge:
             if self.cfg.sandbox.confine:
                 took = round(time.monotonic() - began, 4)
                 self.out.write(
-                    {"event": "confined", "containment": loaded.get("containment", "unknown"), "took_s": took}
+                    {
+                        "event": "confined",
+                        "containment": loaded.get("containment", "unknown"),
+                        "took_s": took,
+                    }
                 )
             if loaded["error"] is not None:
                 self.out.write(loaded["error"])

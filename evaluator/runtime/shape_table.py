@@ -20,7 +20,13 @@ from typing import Any
 
 import torch
 
-from evaluator.cases.testcase import CaseSyntaxError, TensorSpec, parse_case, serialize_case
+from evaluator.cases.testcase import (
+    CaseSyntaxError,
+    TensorSpec,
+    map_values,
+    parse_case,
+    serialize_case,
+)
 from evaluator.cases.trace_recorder import UnserializableArgument, serialize_call
 from evaluator.errors import UsageError
 from evaluator.naming import normalize_op
@@ -42,15 +48,7 @@ def _canonical_spec(spec: TensorSpec) -> TensorSpec:
 
 
 def _canonical(value: Any) -> Any:
-    if isinstance(value, TensorSpec):
-        return _canonical_spec(value)
-    if isinstance(value, list):
-        return [_canonical(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_canonical(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    return value
+    return map_values(value, lambda v: _canonical_spec(v) if isinstance(v, TensorSpec) else v)
 
 
 def _shape_free(value: Any) -> Any:

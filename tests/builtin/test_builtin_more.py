@@ -1,5 +1,5 @@
-"""The builtin provider's movement, loss, pooling, scan, norm_extra and _safe_softmax kernels
-against eager ATen, in Triton's CPU interpreter.
+"""The builtin provider's movement, embedding backward, loss, pooling, scan, norm_extra and
+_safe_softmax kernels against eager ATen, in Triton's CPU interpreter.
 
 Cases are small, odd-sized versions of the torchbench trace's cases (same dtypes, strides and
 arguments), plus the edge cases each template claims: negative pads, strided gradients, broadcast
@@ -34,7 +34,7 @@ from evaluator.cases.inputs import materialize
 from evaluator.cases.testcase import TestCase, parse_case
 from evaluator.naming import kernel_file_name, op_to_folder
 
-MODULES = ("movement", "loss", "pooling", "scan", "norm_extra", "softmax")
+MODULES = ("movement", "embedding", "loss", "pooling", "scan", "norm_extra", "softmax")
 
 
 def _module(name: str):

@@ -13,6 +13,7 @@ from evaluator.cases.testcase import (
     TensorSpec,
     format_trace,
     load_trace,
+    map_values,
     parse_case,
     parse_trace_text,
     serialize_case,
@@ -171,3 +172,19 @@ def test_directory_naming_of_overloads(op: str, folder: str, tmp_path: Path):
 def test_normalize_op_accepts_prefixes_and_bare_names():
     assert normalize_op("aten.add.Tensor") == "add.Tensor"
     assert normalize_op("aten::relu") == "relu.default"
+
+
+def test_map_values_walks_lists_tuples_and_dicts_in_order():
+    seen: list[object] = []
+
+    def leaf(value: object) -> object:
+        seen.append(value)
+        return value * 10 if isinstance(value, int) else value
+
+    spec = TensorSpec((2,), torch.float32)
+    pair = torch.return_types.max((1, 2))  # a tuple subclass comes back as a plain tuple
+    out = map_values(([1, (2, spec)], {"b": 3, "a": [4]}, pair, "s"), leaf)
+    assert out == ([10, (20, spec)], {"b": 30, "a": [40]}, (10, 20), "s")
+    assert type(out[2]) is tuple
+    assert list(out[1]) == ["b", "a"]
+    assert seen == [1, 2, spec, 3, 4, 1, 2, "s"]

@@ -13,6 +13,8 @@ on floats uses eager's fmod-based algorithm, integer floor division corrects Tri
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent.providers.builtin import kernelsource
 from agent.providers.builtin.elementwise import writers_for
 from agent.providers.builtin.elementwise_kernels import Elementwise, Operand
@@ -29,23 +31,10 @@ def _binary(
     *,
     operands: tuple[Operand, ...] = _XY,
     promote: tuple[str, ...] = ("self", "other"),
-    result: str = "dtype",
-    compute: str = "out_dtype",
-    scalars: tuple[tuple[str, str], ...] = (),
-    constexprs: tuple[tuple[str, str], ...] = (),
-    float_only: bool = False,
+    **fields: Any,
 ) -> Elementwise:
-    return Elementwise(
-        summary=summary,
-        operands=operands,
-        body=_BODIES[kernel],
-        scalars=scalars,
-        promote=promote,
-        result=result,
-        compute=compute,
-        constexprs=constexprs,
-        float_only=float_only,
-    )
+    """`fields`: Elementwise's optional fields (scalars, result, compute, constexprs, ...)."""
+    return Elementwise(summary, operands, _BODIES[kernel], promote=promote, **fields)
 
 
 _SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -83,6 +72,11 @@ _ADDC = dict(
     promote=("self", "tensor1", "tensor2"),
     scalars=(("value", "value"),),
 )
+_POW = dict(
+    operands=(Operand("self", "x"), Operand("exponent", "y")),
+    promote=("self", "exponent"),
+    float_only=True,
+)
 _LERP = dict(
     operands=(Operand("self", "x"), Operand("end", "y"), Operand("weight", "w")),
     promote=("self", "end"),
@@ -109,20 +103,8 @@ SPECS: dict[str, Elementwise] = {
     "fmod.Scalar": _binary("C fmod (sign of x)", "fmod"),
     "maximum.default": _binary("elementwise max, NaN-propagating", "maximum"),
     "minimum.default": _binary("elementwise min, NaN-propagating", "minimum"),
-    "pow.Tensor_Tensor": _binary(
-        "x ** y",
-        "pow",
-        operands=(Operand("self", "x"), Operand("exponent", "y")),
-        promote=("self", "exponent"),
-        float_only=True,
-    ),
-    "pow.Scalar": _binary(
-        "x ** y with a scalar base",
-        "pow",
-        operands=(Operand("self", "x"), Operand("exponent", "y")),
-        promote=("self", "exponent"),
-        float_only=True,
-    ),
+    "pow.Tensor_Tensor": _binary("x ** y", "pow", **_POW),
+    "pow.Scalar": _binary("x ** y with a scalar base", "pow", **_POW),
     "eq.Tensor": _compare("eq"),
     "eq.Scalar": _compare("eq"),
     "ne.Tensor": _compare("ne"),

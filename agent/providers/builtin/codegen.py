@@ -50,9 +50,8 @@ SUPPORTED_DTYPES: frozenset[torch.dtype] = frozenset(
         torch.bool,
     }
 )
-FLOAT_DTYPES: frozenset[torch.dtype] = frozenset(
-    {torch.float16, torch.bfloat16, torch.float32, torch.float64}
-)
+FLOATS: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+FLOAT_DTYPES: frozenset[torch.dtype] = frozenset(FLOATS)
 
 
 def schema_of(op: str) -> Any:
@@ -291,10 +290,13 @@ def pick(
 ) -> tuple[Any, int] | None:
     """The family's spec for the request's operator and the variant clamped to the family's
     range; None when the family has no spec for it, or when a case has a dtype outside `allowed`
-    (dtypes in `ignored` pass: index or offset tensors)."""
+    (dtypes in `ignored` pass: index or offset tensors). `allowed` may be a function of the spec
+    (families whose operators take different dtypes)."""
     spec = specs.get(request.op)
     if spec is None:
         return None
+    if callable(allowed):
+        allowed = allowed(spec)
     if allowed is not None and any(
         dt not in allowed for dt in case_dtypes(request.cases) - ignored
     ):
@@ -319,3 +321,24 @@ def render_family(
         entry_point(request.op, body),
         *after,
     )
+
+
+def write_tiled(
+    request: Any,
+    specs: dict[str, tuple[Any, ...]],
+    num_variants: int,
+    plan: str,
+    allowed: Any,
+    *,
+    common: tuple[str, ...] = (),
+    ignored: frozenset = frozenset(),
+) -> str | None:
+    """One file of a tiled family whose specs are (summary, section, body, ...): the header, the
+    tile helpers, `common`, the operator's section and its entry point; None where `pick`
+    declines the request."""
+    picked = pick(request, specs, num_variants, allowed, ignored)
+    if picked is None:
+        return None
+    (summary, section, body, *_), variant = picked
+    sections = (tiles_prelude(variant), *common, section)
+    return render_family(request, variant, summary=summary, plan=plan, sections=sections, body=body)

@@ -28,20 +28,21 @@ if TYPE_CHECKING:
 
 NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _TARGETS = (torch.int64, torch.int32, torch.uint8)
 
 _NLL_SOURCE = kernelsource.emitted("loss", "nll")
 
 
-_SPECS: dict[str, tuple[str, str]] = {
+_SPECS: dict[str, tuple[str, str, str]] = {
     "nll_loss_forward.default": (
         "negative log-likelihood loss (none/mean/sum, weight, ignore_index)",
+        _NLL_SOURCE,
         "def _op(self, target, weight, reduction, ignore_index):\n"
         "    return _nll_loss_forward(self, target, weight, reduction, ignore_index)",
     ),
     "nll_loss_backward.default": (
         "gradient of the negative log-likelihood loss",
+        _NLL_SOURCE,
         "def _op(grad_output, self, target, weight, reduction, ignore_index, total_weight):\n"
         "    return _nll_loss_backward(grad_output, self, target, weight, reduction,\n"
         "                              ignore_index, total_weight)",
@@ -56,14 +57,7 @@ _PLAN = (
 
 
 def _write(request: KernelRequest) -> str | None:
-    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS + _TARGETS)
-    if picked is None:
-        return None
-    (summary, body), variant = picked
-    sections = (codegen.tiles_prelude(variant), _NLL_SOURCE)
-    return codegen.render_family(
-        request, variant, summary=summary, plan=_PLAN, sections=sections, body=body
-    )
+    return codegen.write_tiled(request, _SPECS, NUM_VARIANTS, _PLAN, codegen.FLOATS + _TARGETS)
 
 
 WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

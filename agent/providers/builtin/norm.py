@@ -25,14 +25,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from agent.providers.builtin import codegen, kernelsource
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
-
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 # ---------------------------------------------------------------- layer norm
@@ -114,7 +110,7 @@ _SPECS: dict[str, tuple[str, str, str]] = {
 
 
 def _write(request: KernelRequest) -> str | None:
-    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS)
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, codegen.FLOATS)
     if picked is None:
         return None
     (kernels, summary, body), variant = picked

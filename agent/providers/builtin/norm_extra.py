@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from agent.providers.builtin import codegen, kernelsource
 
 if TYPE_CHECKING:
@@ -35,7 +33,6 @@ if TYPE_CHECKING:
 
 NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # The accumulate dtype helper both kernels use (the pooling files carry the same one).
 _COMMON = kernelsource.definitions("pooling_common")["_acc"]
@@ -72,13 +69,8 @@ _PLAN = (
 
 
 def _write(request: KernelRequest) -> str | None:
-    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS)
-    if picked is None:
-        return None
-    (summary, section, body), variant = picked
-    sections = (codegen.tiles_prelude(variant), _COMMON, section)
-    return codegen.render_family(
-        request, variant, summary=summary, plan=_PLAN, sections=sections, body=body
+    return codegen.write_tiled(
+        request, _SPECS, NUM_VARIANTS, _PLAN, codegen.FLOATS, common=(_COMMON,)
     )
 
 

@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 NUM_VARIANTS = 2  # 0: big blocks; 1: small blocks
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INDEX = (torch.int64,)
 
 _COMMON = kernelsource.emitted("pooling_common", "common")
@@ -130,14 +129,8 @@ _PLAN = (
 
 
 def _write(request: KernelRequest) -> str | None:
-    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS + _INDEX)
-    if picked is None:
-        return None
-    (summary, section, body), variant = picked
-    sections = (codegen.tiles_prelude(variant), _COMMON, section)
-    return codegen.render_family(
-        request, variant, summary=summary, plan=_PLAN, sections=sections, body=body
-    )
+    allowed = codegen.FLOATS + _INDEX
+    return codegen.write_tiled(request, _SPECS, NUM_VARIANTS, _PLAN, allowed, common=(_COMMON,))
 
 
 WRITERS: dict[str, Writer] = {op: _write for op in _SPECS}

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 NUM_VARIANTS = 2  # 0: split reductions and big tiles; 1: no splits, small tiles
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
 
 # ---------------------------------------------------------------- shared text of every file
@@ -187,23 +186,22 @@ _PLAN = (
 )
 
 
+def _dtypes(spec: _Spec) -> tuple[torch.dtype, ...]:
+    return codegen.FLOATS if spec.floats_only else codegen.FLOATS + _INTS
+
+
 def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
-    if spec is None:
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _dtypes)
+    if picked is None:
         return None
-    allowed = _FLOATS if spec.floats_only else _FLOATS + _INTS
-    if any(dt not in allowed for dt in codegen.case_dtypes(request.cases)):
-        return None
-    variant = min(max(request.variant, 0), NUM_VARIANTS - 1)
-    return codegen.render_file(
-        codegen.file_header(
-            request.op, summary=spec.summary, plan=_PLAN, variant=variant, schema=request.schema
-        ),
-        kernelsource.emitted("reduction", "prelude", values={"_CONSERVATIVE": str(variant >= 1)}),
-        codegen.PDL_SOURCE,
-        _MOMENTS_KERNELS if spec.family == "moments" else _EXTREMES_KERNELS,
-        spec.body,
-        codegen.entry_point(request.op),
+    spec, variant = picked
+    prelude = kernelsource.emitted(
+        "reduction", "prelude", values={"_CONSERVATIVE": str(variant >= 1)}
+    )
+    kernels = _MOMENTS_KERNELS if spec.family == "moments" else _EXTREMES_KERNELS
+    sections = (prelude, codegen.PDL_SOURCE, kernels, spec.body)
+    return codegen.render_family(
+        request, variant, summary=spec.summary, plan=_PLAN, sections=sections
     )
 
 

@@ -26,6 +26,7 @@ How the generated kernels work:
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
 import torch
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 NUM_VARIANTS = 2  # 0: big tiles; 1: small tiles
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)
 
 _COMMON = kernelsource.emitted("scan", "common")
@@ -56,19 +56,19 @@ _SPECS: dict[str, tuple[str, str, str, tuple[torch.dtype, ...]]] = {
         "cumulative sum along a dim (optional dtype)",
         _CUMSUM,
         "def _op(self, dim, *, dtype=None):\n    return _cumsum(self, dim, dtype)",
-        _FLOATS + _INTS,
+        codegen.FLOATS + _INTS,
     ),
     "all.default": (
         "whether every element is non-zero",
         _PREDICATE,
         "def _op(self):\n    return _decide(self, True)",
-        _FLOATS + _INTS,
+        codegen.FLOATS + _INTS,
     ),
     "any.default": (
         "whether some element is non-zero",
         _PREDICATE,
         "def _op(self):\n    return _decide(self, False)",
-        _FLOATS + _INTS,
+        codegen.FLOATS + _INTS,
     ),
     "sort.default": (
         "stable sort along a dim (values and int64 indices)",
@@ -76,20 +76,20 @@ _SPECS: dict[str, tuple[str, str, str, tuple[torch.dtype, ...]]] = {
         "def _op(self, dim=-1, descending=False):\n"
         "    d = _wrap_dim(dim, self.dim())\n"
         "    return _rank_sort(self, d, self.shape[d] if self.dim() else 1, descending)",
-        _FLOATS + _INTS[:-1],
+        codegen.FLOATS + _INTS[:-1],
     ),
     "topk.default": (
         "k largest (or smallest) elements along a dim, sorted",
         _RANK,
         "def _op(self, k, dim=-1, largest=True, sorted=True):\n"
         "    return _rank_sort(self, dim, k, largest)",
-        _FLOATS + _INTS[:-1],
+        codegen.FLOATS + _INTS[:-1],
     ),
     "histc.default": (
         "histogram with equal-width bins over [min, max]",
         _HISTC,
         "def _op(self, bins=100, min=0, max=0):\n    return _histc(self, bins, min, max)",
-        _FLOATS + (torch.int32, torch.int64),  # atomic adds need 32/64-bit counts
+        codegen.FLOATS + (torch.int32, torch.int64),  # atomic adds need 32/64-bit counts
     ),
 }
 
@@ -102,15 +102,10 @@ _PLAN = (
 
 
 def _write(request: KernelRequest) -> str | None:
-    spec = _SPECS.get(request.op)
-    allowed = spec[3] if spec is not None else None  # each scan op has its own dtypes
-    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, allowed, frozenset({torch.int64}))
-    if picked is None:
-        return None
-    (summary, section, body, _), variant = picked
-    sections = (codegen.tiles_prelude(variant), _COMMON, section)
-    return codegen.render_family(
-        request, variant, summary=summary, plan=_PLAN, sections=sections, body=body
+    allowed = operator.itemgetter(3)  # each scan op has its own dtypes
+    int64 = frozenset({torch.int64})
+    return codegen.write_tiled(
+        request, _SPECS, NUM_VARIANTS, _PLAN, allowed, common=(_COMMON,), ignored=int64
     )
 
 

@@ -35,14 +35,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from agent.providers.builtin import codegen, kernelsource
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import KernelRequest, Writer
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 _PLAN = (
     "Plan: the input (made contiguous) is read as a row-major [outer, R, inner] array, R the "
@@ -94,7 +91,7 @@ _KERNELS = "".join(
 
 
 def _write(request: KernelRequest) -> str | None:
-    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, _FLOATS)
+    picked = codegen.pick(request, _SPECS, NUM_VARIANTS, codegen.FLOATS)
     if picked is None:
         return None
     (mode, summary, body), variant = picked
@@ -121,7 +118,7 @@ _SAFE_PLAN = (
 
 def _write_safe(request: KernelRequest) -> str | None:
     """_safe_softmax: its own row kernel (kernels/safe_softmax.py) after the shared tile helpers."""
-    picked = codegen.pick(request, {request.op: True}, NUM_VARIANTS, _FLOATS)
+    picked = codegen.pick(request, {request.op: True}, NUM_VARIANTS, codegen.FLOATS)
     if picked is None:
         return None
     variant = picked[1]

@@ -8,6 +8,8 @@ eager result is floating for integer inputs (exp, sigmoid, ...) promote with `_a
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent.providers.builtin import kernelsource
 from agent.providers.builtin.elementwise import writers_for
 from agent.providers.builtin.elementwise_kernels import Elementwise, Operand
@@ -20,27 +22,10 @@ _POW_MODE = kernelsource.definitions("unary_host")["_pow_mode"]
 
 
 def _unary(
-    summary: str,
-    kernel: str,
-    *,
-    result: str = "dtype",
-    scalars: tuple[tuple[str, str], ...] = (),
-    promote_scalars: tuple[str, ...] = (),
-    constexprs: tuple[tuple[str, str], ...] = (),
-    helpers_src: str = "",
-    compute: str = "out_dtype",
+    summary: str, kernel: str, *, promote_scalars: tuple[str, ...] = (), **fields: Any
 ) -> Elementwise:
-    return Elementwise(
-        summary=summary,
-        operands=_X,
-        body=_BODIES[kernel],
-        scalars=scalars,
-        promote=("self", *promote_scalars),
-        result=result,
-        compute=compute,
-        constexprs=constexprs,
-        helpers_src=helpers_src,
-    )
+    """`fields`: Elementwise's optional fields (scalars, result, compute, constexprs, ...)."""
+    return Elementwise(summary, _X, _BODIES[kernel], promote=("self", *promote_scalars), **fields)
 
 
 def _float_fn(summary: str, kernel: str) -> Elementwise:
