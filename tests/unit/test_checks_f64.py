@@ -38,3 +38,55 @@ def test_widen_to_f64_copies_floats_and_keeps_integers() -> None:
     assert wide[0][0].dtype == torch.float64 and wide[0][1].dtype == torch.int64
     assert wide[1]["k"].dtype == torch.float64 and wide[2] == 2.0
     assert wide[0][1] is not i
+
+
+def _strict() -> object:
+    from evaluator.config import CorrectnessConfig
+
+    return CorrectnessConfig()
+
+
+def test_a_bf16_output_as_accurate_as_eager_passes_against_the_exact_result() -> None:
+    from evaluator.judge.checks import compare
+    from evaluator.results import Flag
+
+    # eager off by 1.0 at one element (bf16 reduced in bf16), the kernel exact
+    exact = torch.tensor([0.5, 28.0, 0.1], dtype=torch.float64)
+    eager = torch.tensor([0.5, 29.0, 0.1], dtype=torch.bfloat16)
+    ours = torch.tensor([0.5, 28.0, 0.1], dtype=torch.bfloat16)
+    assert not compare(ours, eager, _strict()).ok  # 1.0 > atol 0.01 + rtol 0.016 * 29
+    wide = compare(ours, eager, _strict(), exact=exact)
+    assert wide.ok and wide.flags == [Flag.WITHIN_EAGER_ERROR]
+
+
+def test_an_error_past_twice_eagers_own_fails_even_against_the_exact_result() -> None:
+    from evaluator.judge.checks import compare
+
+    exact = torch.tensor([28.0, 0.1], dtype=torch.float64)
+    eager = torch.tensor([29.0, 0.1], dtype=torch.bfloat16)
+    assert not compare(
+        torch.tensor([31.0, 0.1], dtype=torch.bfloat16), eager, _strict(), exact=exact
+    ).ok
+    # where eager is exact, the kernel gets no more than the tolerance
+    assert not compare(
+        torch.tensor([29.0, 0.2], dtype=torch.bfloat16), eager, _strict(), exact=exact
+    ).ok
+
+
+def test_the_exact_result_widens_only_16_bit_floats_and_follows_tuples() -> None:
+    from evaluator.judge.checks import compare
+
+    exact = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    eager32 = torch.tensor([1.0, 2.1])
+    assert not compare(torch.tensor([1.0, 2.0]), eager32, _strict(), exact=exact).ok
+    eager16 = torch.tensor([1.0, 2.1], dtype=torch.float16)
+    ours16 = torch.tensor([1.0, 2.0], dtype=torch.float16)
+    assert compare(
+        (ours16, torch.arange(2)),
+        (eager16, torch.arange(2)),
+        _strict(),
+        exact=(exact, torch.arange(2)),
+    ).ok
+    assert not compare(
+        ours16, eager16, _strict(), exact=torch.ones(3, dtype=torch.float64)
+    ).ok  # shape differs
