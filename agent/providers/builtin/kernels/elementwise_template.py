@@ -19,6 +19,8 @@ Marker lines are dropped. Out is operand 0 in every spec, so its LAYOUT bits and
 are written as numbers. A by-value pair (`x_val` integer, `x_fval` float64) carries a Python
 number in an operand's place; `X_SCALAR` is 0 for a tensor indexed per element, 1 for a number
 passed by value and 2 for a 0-d tensor on the device (every lane reads its one element).
+IDX64: the wrapper asks for int64 offsets when one may pass 2**31 (int32 math would wrap and
+fault); otherwise int32 index math, cheaper on the GPU.
 """
 
 import triton
