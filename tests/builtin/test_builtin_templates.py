@@ -149,3 +149,17 @@ def test_the_template_is_a_real_kernel() -> None:
         BLOCK_R=4, BLOCK_C=8, **flags,
     )  # fmt: skip
     assert torch.equal(tile, x * 2)
+
+
+def test_a_piece_kernel_per_input_count() -> None:
+    """kernels/copy.py writes `_pieces_1` ... `_pieces_<_MAX_PIECES>` out, each taking its inputs'
+    pointers, 15 integers and two block sizes per input (`_launch_pieces` picks one by count)."""
+    defs = kernelsource.definitions("copy")
+    max_pieces = ast.literal_eval(ast.parse(defs["_MAX_PIECES"]).body[0].value)
+    assert f"_pieces_{max_pieces + 1}" not in defs
+    for n in range(1, max_pieces + 1):
+        kernel = ast.parse(defs[f"_pieces_{n}"]).body[0]
+        args = [a.arg for a in kernel.args.args]
+        assert args[: n + 1] == ["out_ptr", *(f"x{k}" for k in range(n))]
+        assert len(args) == 1 + n + 15 * n + 1 + 2 * n
+        assert f"_pieces_{n}[grid]" in defs["_launch_pieces"]
