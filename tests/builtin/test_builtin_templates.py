@@ -152,9 +152,9 @@ def test_the_template_is_a_real_kernel() -> None:
 
 
 def test_a_piece_kernel_per_input_count() -> None:
-    """kernels/copy.py writes `_pieces_1` ... `_pieces_<_MAX_PIECES>` out, each taking its inputs'
+    """kernels/pieces.py writes `_pieces_1` ... `_pieces_<_MAX_PIECES>` out, each taking its inputs'
     pointers, 15 integers and two block sizes per input (`_launch_pieces` picks one by count)."""
-    defs = kernelsource.definitions("copy")
+    defs = kernelsource.definitions("pieces")
     max_pieces = ast.literal_eval(ast.parse(defs["_MAX_PIECES"]).body[0].value)
     assert f"_pieces_{max_pieces + 1}" not in defs
     for n in range(1, max_pieces + 1):

@@ -40,14 +40,14 @@ def prelude(variant: int) -> str:
 COPY_SOURCE = kernelsource.emitted("copy", "copy")
 
 # Shared with cat/stack (gather.py) and zero padding (movement.py): strided, casting copies of up
-# to four inputs into one output in one launch (`_pieces_1` ... `_pieces_4`). Needs `_INTERPRET`,
-# `_CONSERVATIVE`, `_cdiv` and `_pow2` from the file.
-# (one blank line before `_pieces_1`: the emitted files' layout)
+# to four inputs into one output in one launch (kernels/pieces.py). Needs `_INTERPRET`,
+# `_CONSERVATIVE`, `_cdiv` and `_pow2` from the file. One blank line before `_pieces_1`, as the
+# emitted files have it.
 PIECES_SOURCE = (
-    kernelsource.emitted("copy", "piece_copy")
+    kernelsource.emitted("pieces", "piece_copy")
     + "\n"
-    + kernelsource.emitted("copy", "pieces").lstrip("\n")
-    + kernelsource.emitted("copy", "pieces_host")
+    + kernelsource.emitted("pieces", "pieces").lstrip("\n")
+    + kernelsource.emitted("pieces", "pieces_host")
 )
 
 
