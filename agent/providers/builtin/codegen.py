@@ -8,7 +8,6 @@ and launches `@triton.jit` kernels. The helpers here produce the parts every fil
 - `binder_source`: `_bind(args, kwargs) -> dict` naming the call's arguments after the schema;
 - `DTYPE_SOURCE`: `_TL_DTYPE` (torch -> triton dtypes) and `_compute_dtype` (f16/bf16 widen to
   f32: needed for accuracy and because Triton's CPU interpreter computes bf16 wrongly otherwise);
-- `OFFSETS_SOURCE`: program offsets in int64 when sizes may pass 2**31 (`IDX64` constexpr);
 - `PDL_SOURCE`: `_pdl_ok(device)`, `_pdl_launch(pdl)` and `_pdl_enter(WAIT, TRIGGER)`, programmatic dependent
   launches for files that launch several kernels per call;
 - `launch_config_source`: `_launch_config(n, device) -> (BLOCK, num_warps)`, the one place where
@@ -133,17 +132,6 @@ def binder_source(schema: Any) -> str:
 
 
 DTYPE_SOURCE = kernelsource.runtime("dtypes") + "\n"
-
-# Program offsets; the wrapper sets IDX64 when an offset may pass 2**31 (int32 math would wrap
-# and fault), otherwise int32 index math is cheaper on the GPU.
-OFFSETS_SOURCE = """\
-pid = tl.program_id(0)
-if IDX64:
-    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-else:
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-mask = offs < n
-"""
 
 # `_pdl_ok`, `_pdl_launch`, `_pdl_enter`: programmatic dependent launches (the file defines `_INTERPRET`).
 PDL_SOURCE = kernelsource.runtime("_pdl_ok", "_pdl_launch", "_pdl_enter") + "\n"

@@ -39,57 +39,15 @@ def prelude(variant: int) -> str:
 # Shared with the data-movement family (gather.py): a strided, casting copy.
 COPY_SOURCE = kernelsource.emitted("copy", "copy")
 
-# Up to this many inputs share one launch of the piece-copy kernel (cat, stack, padding).
-MAX_PIECES = 4
-_PIECE_FIELDS = (
-    "E", "F", "R1", "R2", "C", "S0", "S1", "S2", "SC", "D0", "D1", "D2", "DC", "ROWS", "NCB",
-)  # fmt: skip
-
-
-def _pieces_kernel_source(num: int) -> str:
-    """`_pieces_<num>`: one launch copying `num` strided inputs into places of one output.
-
-    Program ids are dealt to the pieces in order (piece k owns [E_(k-1), E_k)), so no program is
-    idle; a piece's tile covers rows x columns of its merged [R0, R1, R2, C] geometry.
-    """
-    ptrs = ", ".join(f"x{k}" for k in range(num))
-    ints = ",\n              ".join(
-        ", ".join(f"{f}_{k}" for f in _PIECE_FIELDS) for k in range(num)
-    )
-    blocks = ", ".join(f"BR_{k}: tl.constexpr, BC_{k}: tl.constexpr" for k in range(num))
-    lines = [
-        "@triton.jit",
-        f"def _pieces_{num}(out_ptr, {ptrs},",
-        f"              {ints},",
-        f"              IDX64: tl.constexpr, {blocks}):",
-        "    pid = tl.program_id(0)",
-    ]
-    indent = "    "
-    for k in range(num):
-        args = ", ".join(f"{f}_{k}" for f in _PIECE_FIELDS[2:])
-        start = "0" if k == 0 else f"E_{k - 1}"
-        lines.append(f"{indent}if pid < E_{k}:")
-        lines.append(
-            f"{indent}    _piece_copy(x{k}, out_ptr + F_{k}, pid - {start}, {args}, "
-            f"BR_{k}, BC_{k}, IDX64)"
-        )
-        if k < num - 1:
-            lines.append(f"{indent}else:")
-            indent += "    "
-    return "\n".join(lines) + "\n"
-
-
-_PIECE_COPY = kernelsource.emitted("copy", "piece_copy") + "\n"
-
-_PIECES_HOST = kernelsource.emitted("copy", "pieces_host", values={"_MAX_PIECES": str(MAX_PIECES)})
-
 # Shared with cat/stack (gather.py) and zero padding (movement.py): strided, casting copies of up
-# to MAX_PIECES inputs into one output in one launch. Needs `_INTERPRET`, `_CONSERVATIVE`,
-# `_cdiv` and `_pow2` from the file.
+# to four inputs into one output in one launch (kernels/pieces.py). Needs `_INTERPRET`,
+# `_CONSERVATIVE`, `_cdiv` and `_pow2` from the file. One blank line before `_pieces_1`, as the
+# emitted files have it.
 PIECES_SOURCE = (
-    _PIECE_COPY
-    + "\n\n".join(_pieces_kernel_source(n) for n in range(1, MAX_PIECES + 1))
-    + _PIECES_HOST
+    kernelsource.emitted("pieces", "piece_copy")
+    + "\n"
+    + kernelsource.emitted("pieces", "pieces").lstrip("\n")
+    + kernelsource.emitted("pieces", "pieces_host")
 )
 
 

@@ -18,7 +18,11 @@ A kernel module is ordinary Python that ruff and an editor read. The writer copi
   closing `return out`, dedented: the body of one elementwise kernel (the parameters only name
   what the body reads, for the linter);
 - `runtime(*names)`: those of `kernels/runtime.py`, the one copy of the helpers every emitted
-  file may need, joined.
+  file may need, joined;
+- `expand(text, ...)`: a kernel written for one canonical case (one operand, one scalar),
+  specialised: regions between `# begin TAG` and `# end TAG` lines repeated once per `Copy`
+  (`per NAME` tags) with names replaced, kept or dropped by a flag (`FLAG`, `not FLAG`), or
+  replaced by a text (a kernel's body).
 
 Emitted files stay self-contained: they get copies of this text, never an import of atenforge.
 """
@@ -29,6 +33,8 @@ import ast
 import functools
 import re
 import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator import safe_ast
@@ -148,3 +154,90 @@ def emitted(
     if values:
         text = _set_values(text, values)
     return _INLINE.sub(lambda m: runtime(*(n.strip() for n in m.group(1).split(","))), text)
+
+
+_BEGIN = re.compile(r"^( *)# begin (.+)$")
+_END = re.compile(r"^ *# end (.+)$")
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy of a repeated region: whole-word renames (a name or placeholder -> its text)
+    and the flags read by the conditional regions inside it."""
+
+    names: Mapping[str, str]
+    flags: Mapping[str, bool] = field(default_factory=dict)
+
+
+def _renamer(names: Mapping[str, str]):
+    """A function that replaces each of `names` in a line, as a whole word, in one pass."""
+    if not names:
+        return lambda line: line
+    words = re.compile(
+        r"\b(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + r")\b"
+    )
+    return lambda line: words.sub(lambda m: names[m.group(1)], line)
+
+
+def expand(
+    text: str,
+    *,
+    names: Mapping[str, str] | None = None,
+    flags: Mapping[str, bool] | None = None,
+    repeat: Mapping[str, Sequence[Copy]] | None = None,
+    replace: Mapping[str, str] | None = None,
+) -> str:
+    """`text` with its regions resolved and marker lines dropped. A region runs from a line
+    `# begin TAG` to the next line `# end TAG`; by TAG:
+
+    - `per NAME`: written once per Copy of `repeat[NAME]` (none: dropped), with that copy's
+      names and flags added to the outer ones;
+    - `FLAG` / `not FLAG`: kept when `flags[FLAG]` is true / false;
+    - a key of `replace`: that text instead, each non-blank line indented as the marker.
+
+    Every line outside a replaced region gets each name of `names` (and of the enclosing
+    copies) replaced by its text, as a whole word, in one pass. An unknown tag or a region
+    without its end raises ValueError.
+    """
+    repeat = repeat or {}
+    replace = replace or {}
+
+    def resolve(lines: list[str], names: dict[str, str], flags: dict[str, bool]) -> list[str]:
+        out: list[str] = []
+        rename = _renamer(names)
+        i = 0
+        while i < len(lines):
+            begin = _BEGIN.match(lines[i])
+            if begin is None:
+                out.append(rename(lines[i]))
+                i += 1
+                continue
+            pad, tag = begin.groups()
+            end = _region_end(lines, i, tag)
+            inner = lines[i + 1 : end]
+            negated = tag.startswith("not ")
+            flag = tag.removeprefix("not ")
+            if tag.startswith("per ") and tag[4:] in repeat:
+                for copy in repeat[tag[4:]]:
+                    out += resolve(inner, {**names, **copy.names}, {**flags, **copy.flags})
+            elif tag in replace:
+                text = textwrap.indent(replace[tag], pad, lambda line: bool(line.strip()))
+                out += text.split("\n")
+            elif flag in flags:
+                if flags[flag] != negated:
+                    out += resolve(inner, names, flags)
+            else:
+                raise ValueError(f"no copies, flag or text for region '{tag}'")
+            i = end + 1
+        return out
+
+    return "\n".join(resolve(text.split("\n"), dict(names or {}), dict(flags or {})))
+
+
+def _region_end(lines: list[str], begin: int, tag: str) -> int:
+    """Index of the line `# end TAG` that closes the region opened at lines[begin]."""
+    for j in range(begin + 1, len(lines)):
+        end = _END.match(lines[j])
+        if end is not None and end[1] == tag:
+            return j
+    raise ValueError(f"line '# begin {tag}' has no '# end {tag}'")

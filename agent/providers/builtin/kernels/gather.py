@@ -6,10 +6,10 @@ import torch  # noqa: I001  (each section's own imports follow its marker)
 import triton
 import triton.language as tl
 
-from agent.providers.builtin.kernels.copy import (
+from agent.providers.builtin.kernels.copy import _strided_copy
+from agent.providers.builtin.kernels.pieces import (
     _launch_pieces,
     _pieces_plan,
-    _strided_copy,
     _tile_rows_cols,
     _to_out_dtype,
 )

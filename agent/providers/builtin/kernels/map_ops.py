@@ -4,8 +4,8 @@ plans as input-coordinate maps).
 
 import torch
 
-from agent.providers.builtin.kernels.copy import _launch_pieces, _pieces_plan
 from agent.providers.builtin.kernels.map_flat import _map, _map_run, _planned
+from agent.providers.builtin.kernels.pieces import _launch_pieces, _pieces_plan
 from agent.providers.builtin.kernels.tiles import (
     _contiguous_strides,
     _scalar_for,
