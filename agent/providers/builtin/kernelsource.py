@@ -61,13 +61,18 @@ def _sections(name: str) -> dict[str, str]:
     }
 
 
+def _top_level(name: str) -> tuple[str, list[str], list[ast.stmt]]:
+    """kernels/<name>.py as text, lines (ends kept) and top-level statements."""
+    text = _text(name)
+    return text, text.splitlines(keepends=True), safe_ast.parse(text).body
+
+
 @functools.cache
 def definitions(name: str) -> dict[str, str]:
     """Name -> source text of each top-level definition and region of kernels/<name>.py."""
-    text = _text(name)
-    lines = text.splitlines(keepends=True)
+    text, lines, nodes = _top_level(name)
     parts: dict[str, str] = {}
-    for node in safe_ast.parse(text).body:
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
             names = [node.name]
         elif isinstance(node, ast.Assign | ast.AnnAssign):
@@ -88,10 +93,9 @@ def definitions(name: str) -> dict[str, str]:
 @functools.cache
 def bodies(name: str) -> dict[str, str]:
     """Function name -> its statements, dedented, without the closing `return out`."""
-    text = _text(name)
-    lines = text.splitlines(keepends=True)
+    _, lines, nodes = _top_level(name)
     parts: dict[str, str] = {}
-    for node in ast.parse(text).body:
+    for node in nodes:
         if not isinstance(node, ast.FunctionDef):
             continue
         last = node.body[-1]
