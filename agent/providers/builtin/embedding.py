@@ -3,10 +3,10 @@
 
 Contract: `WRITERS` maps `embedding_dense_backward.default` to a Writer (KernelRequest -> text
 of a whole kernel file, or None for complex/fp8 dtypes or more than six dims). Same request ->
-same text. The file is written by the movement family's `tile_writer` (its header plan, the tile
-helpers and its map kernels come first), then the programmatic dependent launch helpers and the
-sections of kernels/embedding_atomic.py, embedding_chunked.py, embedding_sorted.py and
-embedding_backward.py, in that order.
+same text. The file is written by the movement family's `tile_writer` with this family's plan:
+the tile helpers, the programmatic dependent launch helpers and the sections of
+kernels/embedding_atomic.py, embedding_chunked.py, embedding_sorted.py and embedding_backward.py,
+in that order.
 
 How the generated kernels work, by the number of indices (no frequency scaling, not fp64):
 - up to 3072: CUDA eager's own arithmetic for few indices (per chunk of 32 rows, fp32 sums
@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.providers.builtin import codegen, kernelsource
-from agent.providers.builtin.movement import MAP_SOURCE, TileSpec, tile_writer
+from agent.providers.builtin.movement import TileSpec, tile_writer
 
 if TYPE_CHECKING:
     from agent.providers.builtin.request import Writer
@@ -46,11 +46,18 @@ EMBED_SOURCE = "\n\n\n".join(
 _SPECS: dict[str, TileSpec] = {
     OP: TileSpec(
         "embedding weight gradient: grad rows summed per index",
-        (MAP_SOURCE, codegen.PDL_SOURCE, EMBED_SOURCE),
+        (codegen.PDL_SOURCE, EMBED_SOURCE),
         "def _op(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):\n"
         "    return _embedding_dense_backward(grad_output, indices, num_weights, padding_idx,\n"
         "                                     scale_grad_by_freq)",
     ),
 }
 
-WRITERS: dict[str, Writer] = {OP: tile_writer(_SPECS)}
+_PLAN = (
+    "Plan: by the number of indices, eager's own chunked fp32 sums (few), a counting sort of the "
+    "rows by weight row then one 0/1 matrix product per tile of sorted rows (middling), or int64 "
+    "fixed-point atomic adds converted once to the output dtype (many, or frequency scaling); "
+    "deterministic on every path. Offsets are int64, indices int64."
+)
+
+WRITERS: dict[str, Writer] = {OP: tile_writer(_SPECS, _PLAN)}

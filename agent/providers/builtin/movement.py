@@ -155,9 +155,9 @@ def _declines(op: str, cases: list[Any]) -> bool:
     return False
 
 
-def tile_writer(specs: dict[str, TileSpec]) -> Writer:
-    """A writer for `specs`: each file is the header (this family's plan), the tile helpers, the
-    spec's sections and its entry point; None for an unknown op or a declined case."""
+def tile_writer(specs: dict[str, TileSpec], plan: str | None = None) -> Writer:
+    """A writer for `specs`: each file is the header (`plan`, by default this family's), the tile
+    helpers, the spec's sections and its entry point; None for an unknown op or a declined case."""
 
     def write(request: KernelRequest) -> str | None:
         picked = codegen.pick(request, specs, NUM_VARIANTS)
@@ -168,7 +168,7 @@ def tile_writer(specs: dict[str, TileSpec]) -> Writer:
             request,
             variant,
             summary=spec.summary,
-            plan=_PLAN,
+            plan=_PLAN if plan is None else plan,
             sections=(codegen.tiles_prelude(variant), *spec.sections),
             body=spec.body,
         )
