@@ -6,7 +6,7 @@ kernel file, or None when the request is outside this template: complex dtypes, 
 indices, more than three index tensors or six dims). Same request -> same text. The kernels
 are sections of kernels/map_tile.py, map_flat.py, map_ops.py, index.py and scatter.py, after
 the tile helpers (`codegen.tiles_prelude`). `tile_writer` makes such a writer for another
-family's specs (the embedding backward family's files share this header and preamble).
+family's specs (the embedding backward family uses it with its own plan line and sections).
 
 How the generated kernels work:
 - one "map" kernel serves constant_pad_nd, slice_backward, select_backward, repeat, roll and
