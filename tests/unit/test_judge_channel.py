@@ -15,7 +15,7 @@ import torch
 from evaluator.judge import channel
 from evaluator.judge.channel import ChannelError, Foreign
 from evaluator.judge.outputs import clean_flags, decode_reply, output_flags
-from evaluator.judge.verifier import ResultWriter
+from evaluator.judge.results_file import ResultWriter
 from evaluator.judging.sandbox import JobState
 
 
