@@ -2,7 +2,7 @@
 
 `read_key` takes the per-job key out of its file (then deletes it) in the verifier only; the
 runner is forked before and never holds it. `ResultWriter` stamps each line with a monotonic
-time, a sequence number and an HMAC that `evaluator.judging.sandbox.JobState` checks. The runner
+time, a sequence number and an HMAC that `evaluator.judging.job_log.JobState` checks. The runner
 never imports this module.
 """
 
@@ -22,7 +22,7 @@ class ResultWriter:
 
     With a key, every line carries a sequence number and ends with `, "mac": HEX}`, an HMAC-SHA256
     of the line up to that point: the kernel's process can reach the file by its path but holds
-    no key, so a line it writes, replays or reorders does not verify (`sandbox.JobState`)."""
+    no key, so a line it writes, replays or reorders does not verify (`job_log.JobState`)."""
 
     def __init__(self, path: str, key: bytes | None = None) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
