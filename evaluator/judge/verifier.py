@@ -50,6 +50,11 @@ from evaluator.results import Flag, TestResult
 
 
 class Judge:
+    """One job's state, which the verifier's parts take as their first argument (`references`,
+    `case_checks`, `timed_check`, `evaluator.judge.timing`): the spec and its config view, the
+    op's overload and the arguments it writes, the results writer, the runner (or, unsplit, this
+    process's guards) and the GPU lock. `run` is the whole job, in the order the module says."""
+
     def __init__(self, spec: dict[str, Any], runner: RunnerClient | None = None) -> None:
         self.spec = spec
         self.cfg = config_view(spec["config"])
