@@ -34,8 +34,8 @@ from kernel_profile import load_kept  # the sibling script (benchmarks/ is on sy
 from evaluator.cases.inputs import materialize
 from evaluator.cases.suites import select_operators
 from evaluator.config import EvalConfig
+from evaluator.judge.spec_view import aten_overload
 from evaluator.judge.timing import _bytes_moved
-from evaluator.judge.verifier import aten_overload
 
 FLUSH_BYTES = 512 << 20
 

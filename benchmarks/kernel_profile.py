@@ -30,7 +30,7 @@ import torch
 
 from evaluator.cases.inputs import materialize
 from evaluator.cases.suites import select_operators
-from evaluator.judge.verifier import aten_overload
+from evaluator.judge.spec_view import aten_overload
 from evaluator.naming import folder_to_op, kernel_function_name, op_to_folder
 
 REPS = 50

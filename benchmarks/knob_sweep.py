@@ -29,6 +29,7 @@ import torch
 from evaluator.cases.inputs import materialize
 from evaluator.cases.suites import select_operators
 from evaluator.config import EvalConfig
+from evaluator.judge.spec_view import aten_overload
 from evaluator.judge.timing import (
     _bytes_moved,
     _exact_copy,
@@ -37,7 +38,6 @@ from evaluator.judge.timing import (
     rotation_sets,
     timed_with_window,
 )
-from evaluator.judge.verifier import aten_overload
 from evaluator.naming import kernel_function_name, op_to_folder
 
 

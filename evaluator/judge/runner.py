@@ -339,13 +339,14 @@ def _warm_cuda() -> None:
 
 
 def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
-    from evaluator.judge import verifier as harness
+    from evaluator.judge.calling import Instruments, guarded_call, import_kernel
+    from evaluator.naming import normalize_op
 
     _die_with_parent()
     _close_inherited_fds({0, 1, 2, sock.fileno()})
-    op = harness.normalize_op(spec["op"])
+    op = normalize_op(spec["op"])
     device = spec["device"]
-    inst = harness.Instruments.install(device)  # while the verifier computes its references
+    inst = Instruments.install(device)  # while the verifier computes its references
     header, _ = channel.recv(sock, 0)
     if header.get("kind") == "warm" and device == "cuda":
         _warm_cuda()
@@ -367,7 +368,7 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
             "error_msg": f"containment is {containment} (eval.sandbox.require_containment)",
         }
     else:
-        fn, error = harness.import_kernel(header["kernel_file"], op, inst.secrets)
+        fn, error = import_kernel(header["kernel_file"], op, inst.secrets)
     flags = inst.op_flags() + _drain(violations)
     loaded = {"kind": "loaded", "error": error, "flags": flags, "containment": containment}
     channel.send(sock, loaded, [])
@@ -392,7 +393,7 @@ def _serve(sock: socket.socket, spec: dict[str, Any]) -> None:
             inst.launches.ghost = True
             torch.use_deterministic_algorithms(True, warn_only=True)
         try:
-            out, flags, err_type, err_msg, launches = harness.guarded_call(
+            out, flags, err_type, err_msg, launches = guarded_call(
                 inst, fn, op, args, kwargs, device
             )
         finally:
@@ -444,9 +445,10 @@ def _time_case(
 
     from evaluator.cases.testcase import parse_case
     from evaluator.judge import timing
-    from evaluator.judge import verifier as harness
+    from evaluator.judge.spec_view import aten_overload, config_view
+    from evaluator.naming import normalize_op
 
-    cfg = harness.config_view(spec["config"])
+    cfg = config_view(spec["config"])
     streams = inst.streams
     side: list[str] = []
 
@@ -462,9 +464,9 @@ def _time_case(
     blobs: list[memoryview] = []
     try:
         ctx = SimpleNamespace(
-            op=harness.normalize_op(spec["op"]),
+            op=normalize_op(spec["op"]),
             cfg=cfg,
-            packet=harness.aten_overload(spec["op"]),
+            packet=aten_overload(spec["op"]),
         )
         item = SimpleNamespace(
             case=parse_case(str(header.get("case", ""))),

@@ -42,7 +42,8 @@ from evaluator.results import Flag
 
 if TYPE_CHECKING:
     from evaluator.config import TimingConfig
-    from evaluator.judge.verifier import Judge, Prepared
+    from evaluator.judge.references import Prepared
+    from evaluator.judge.verifier import Judge
 
 _Event = torch.cuda.Event
 _sync = torch.cuda.synchronize

@@ -25,27 +25,26 @@ known tampering, but it could reach references there); a GPU can be hogged withi
 limits and GPU memory is not capped; timing and cache side channels stay open; the Triton cache
 is shared by candidates. `run.json` says how much of the confinement this machine offers
 (`containment: full | partial (...)`).
+
+This module starts and watches the child; `job_log` reads and verifies its results file,
+`verdict` turns its events and exit into the `OperatorResult`, `fork_client` talks to the fork
+server.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
@@ -53,22 +52,15 @@ from typing import Any
 from evaluator.cases.testcase import TestCase
 from evaluator.config import EvalConfig
 from evaluator.judge.guards import is_secret_name
+from evaluator.judging.fork_client import ForkServer
+from evaluator.judging.job_log import JobState
 from evaluator.judging.sandbox_server import kill_group
-from evaluator.kernel_errors import load_error_reason, show_user_path
+from evaluator.judging.verdict import Outcome, assemble, ran_out_of_gpu_memory
+from evaluator.kernel_errors import show_user_path
 from evaluator.naming import op_to_folder
-from evaluator.results import (
-    ERROR_FLAGS,
-    REJECT_FLAGS,
-    Flag,
-    OperatorResult,
-    Status,
-    TestResult,
-    flag_name,
-    geomean,
-)
+from evaluator.results import OperatorResult, Status
 
 log = logging.getLogger(__name__)
-_MAC_TAIL = re.compile(rb', "mac": "([0-9a-f]{64})"\}$')
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 _POLL_S = 0.005
 
@@ -88,187 +80,6 @@ def clean_env(device: str, cache_dir: Path) -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-@dataclass
-class JobState:
-    """What the parent has read of a child's results file so far."""
-
-    events: list[dict[str, Any]] = field(default_factory=list)
-    offset: int = 0
-    current_test: int | None = None
-    test_started_at: float | None = None
-    prepared_at: float | None = None
-    loaded_at: float | None = None
-    done: bool = False
-    begun_at: float | None = None  # the child exists (forked or spawned)
-    done_at: float | None = None
-    test_s: list[float] = field(default_factory=list)  # seconds per finished test
-    key: bytes | None = None  # lines must carry this key's HMAC and the next sequence number
-    seq: int = 0
-    forged: int = 0  # lines that did not verify: written by someone without the key
-
-    def phases(self) -> dict[str, float]:
-        """Seconds per phase as seen by the parent: spawn, prepare (inputs + eager
-        references, CUDA init), import (kernel module), tests (calls, checks, timing)."""
-        marks = [("prepare", self.prepared_at), ("import", self.loaded_at), ("tests", self.done_at)]
-        out: dict[str, float] = {}
-        last = self.begun_at
-        for name, mark in marks:
-            if last is None or mark is None:
-                break
-            out[name] = round(mark - last, 4)
-            last = mark
-        if self.test_s:
-            # The first test pays one-time costs (CUDA context, first Triton launches).
-            out["first_test"] = round(self.test_s[0], 4)
-            out["later_tests_median"] = round(statistics.median(self.test_s[1:] or [0.0]), 4)
-        return out
-
-    def read(self, path: Path) -> None:
-        try:
-            with path.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        if not data:
-            return
-        complete, _, _ = data.rpartition(b"\n")
-        if not complete and not data.endswith(b"\n"):
-            return
-        self.offset += len(complete) + 1
-        read_at = time.monotonic()
-        for line in complete.split(b"\n"):
-            if not line.strip():
-                continue
-            if self.key is not None:
-                signed = self._verified(line)
-                if signed is None:
-                    evidence = _unsigned_violation(line)
-                    if evidence is not None:
-                        self.events.append(evidence)
-                    else:
-                        self.forged += 1
-                    continue
-                line = signed
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if self.key is not None:
-                if event.get("seq") != self.seq:
-                    self.forged += 1
-                    continue
-                self.seq += 1
-            self.events.append(event)
-            kind = event.get("event")
-            stamp = event.get("t")
-            now = stamp if isinstance(stamp, float) and stamp <= read_at else read_at
-            if kind == "prepared":
-                self.prepared_at = now
-            elif kind in ("loaded", "load_error"):
-                self.loaded_at = self.loaded_at or now
-            elif kind == "test_start":
-                self.current_test = event["index"]
-                self.test_started_at = now
-            elif kind == "test_result":
-                if self.test_started_at is not None and self.current_test is not None:
-                    self.test_s.append(now - self.test_started_at)
-                self.current_test = None
-                self.test_started_at = now
-            elif kind == "done":
-                self.done = True
-                self.done_at = now
-
-    def _verified(self, line: bytes) -> bytes | None:
-        """The line without its MAC when the MAC verifies, else None."""
-        assert self.key is not None
-        m = _MAC_TAIL.search(line.rstrip())
-        if m is None:
-            return None
-        body = line[: m.start()] + b"}"
-        want = hmac.new(self.key, body, hashlib.sha256).hexdigest().encode()
-        return body if hmac.compare_digest(want, m.group(1)) else None
-
-
-def _unsigned_violation(line: bytes) -> dict[str, Any] | None:
-    """A containment violation reported by a process that holds no results key (the candidate's
-    process-tree keeper, which reports leftover processes after the verifier is gone). Accepted
-    unsigned because it can only make the verdict worse; anything else unsigned is a forgery."""
-    try:
-        event = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    if (
-        isinstance(event, dict)
-        and event.get("event") == "violation"
-        and set(event) <= {"event", "kind", "detail"}
-        and isinstance(event.get("kind"), str)
-        and len(event["kind"]) <= 32
-    ):
-        return {"event": "violation", "kind": event["kind"], "detail": str(event.get("detail"))[:300]}
-    return None
-
-
-class _ForkServer:
-    """Client side of `evaluator.judging.sandbox_server`; thread-safe; restarted if it dies."""
-
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluator.judging.sandbox_server"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(cwd / "fork_server.stderr.txt", "ab"),  # noqa: SIM115
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-        self.lock = threading.Lock()
-        self.queues: dict[str, Queue[dict[str, Any]]] = {}
-        self.ready = threading.Event()
-        self.reader = threading.Thread(target=self._read, name="fork-server-reader", daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if msg.get("event") == "ready":
-                self.ready.set()
-                continue
-            queue = self.queues.get(msg.get("id", ""))
-            if queue is not None:
-                queue.put(msg)
-        self.ready.set()
-        for queue in list(self.queues.values()):
-            queue.put({"event": "server_gone"})
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def submit(self, job_id: str, spec: Path, job_dir: Path) -> Queue[dict[str, Any]]:
-        queue: Queue[dict[str, Any]] = Queue()
-        self.queues[job_id] = queue
-        msg = json.dumps({"cmd": "run", "id": job_id, "spec": str(spec), "job_dir": str(job_dir)})
-        with self.lock:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write((msg + "\n").encode())
-            self.proc.stdin.flush()
-        return queue
-
-    def close(self) -> None:
-        try:
-            with self.lock:
-                if self.proc.stdin is not None and not self.proc.stdin.closed:
-                    self.proc.stdin.write(b'{"cmd": "shutdown"}\n')
-                    self.proc.stdin.close()
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            self.proc.kill()
 
 
 class Sandbox:
@@ -291,15 +102,15 @@ class Sandbox:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.env = clean_env(device, self.scratch / "triton_cache")
         self._slots = threading.BoundedSemaphore(config.sandbox.num_parallel)
-        self._server: _ForkServer | None = None
+        self._server: ForkServer | None = None
         self._server_lock = threading.Lock()
 
     # ------------------------------------------------------------ process control
 
-    def _fork_server(self) -> _ForkServer:
+    def _fork_server(self) -> ForkServer:
         with self._server_lock:
             if self._server is None or not self._server.alive():
-                self._server = _ForkServer(self.env, self.scratch)
+                self._server = ForkServer(self.env, self.scratch)
                 if not self._server.ready.wait(timeout=120):
                     raise RuntimeError("the sandbox fork server did not start within 120 s")
                 if not self._server.alive():
@@ -509,195 +320,3 @@ def _tail(path: Path, limit: int = 1500) -> str:
     except FileNotFoundError:
         return ""
     return data[-limit:].decode(errors="replace").strip()
-
-
-@dataclass
-class Outcome:
-    state: JobState
-    exit_code: int | None = None
-    killed: str | None = None
-    infra_error: str | None = None
-    stderr_tail: str = ""
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-_GPU_OOM_MARKERS = ("out of memory", "OutOfMemoryError", "cudaErrorMemoryAllocation")
-
-
-def ran_out_of_gpu_memory(result: OperatorResult, stderr_tail: str = "") -> bool:
-    """Whether a verdict that is not a pass says the GPU's memory ran out, in the operator's
-    reason, a test's message or the child's stderr (the reason keeps only the end of a long
-    allocator message). An H200 evaluation with eight sandboxes at once lost a 4.7 GB
-    log_softmax backward this way: its child alone held 41 GiB of inputs and references."""
-    if result.status == Status.PASSED:
-        return False
-    texts = [result.reason, stderr_tail] + [r.error_msg or "" for r in result.results]
-    return any(marker in text for text in texts for marker in _GPU_OOM_MARKERS)
-
-
-def assemble(op: str, kernel_file: str, cases: list[TestCase], outcome: Outcome) -> OperatorResult:
-    """Turn a child's events and exit into a verdict. Every case appears in the results."""
-    result = OperatorResult(
-        op=op, folder=op_to_folder(op), status=Status.ERROR, kernel_file=kernel_file
-    )
-    state = outcome.state
-    if state.forged:
-        result.status = Status.REJECTED
-        result.flags = [f"{Flag.FORGED_RESULT}:{state.forged} line(s)"]
-        result.reason = (
-            f"rejected: {state.forged} line(s) of the results file were not written by the"
-            " verifier (the kernel's process wrote to it)"
-        )
-        result.tests = len(cases)
-        return result
-    tests: dict[int, TestResult] = {}
-    op_flags: list[str] = []
-    load_error: dict[str, Any] | None = None
-    for event in state.events:
-        kind = event.get("event")
-        if kind == "load_error":
-            load_error = event
-        elif kind == "loaded":
-            op_flags += [f for f in event.get("flags", []) if f not in op_flags]
-        elif kind == "violation":  # evaluator.containment.watch / confine_tree
-            flag = f"{Flag.SANDBOX_VIOLATION}:{event.get('kind')}"
-            op_flags += [flag] if flag not in op_flags else []
-        elif kind == "test_result":
-            tests[event["index"]] = TestResult.from_json(event["result"])
-        elif kind == "timing" and event["index"] in tests:
-            t = tests[event["index"]]
-            if "error" in event:
-                t.error_msg = f"timing failed: {event['error']}"
-                continue
-            t.eager_ms, t.kernel_ms, t.speedup, t.floor_ms = (
-                event["eager_ms"],
-                event["kernel_ms"],
-                event["speedup"],
-                event["floor_ms"],
-            )
-            t.kernel_host_ms = event.get("kernel_host_ms")
-            t.eager_host_ms = event.get("eager_host_ms")
-            t.l2_state = event.get("l2_state")
-            t.compile_ms = event.get("compile_ms")
-            t.speedup_vs_compile = event.get("speedup_vs_compile")
-            if event.get("compile_error") and "compile_baseline_error" not in t.flags:
-                t.flags.append("compile_baseline_error")  # a note: the verdict stands
-            t.flags += [f for f in event.get("flags", []) if f not in t.flags]
-
-    def _fault() -> tuple[str, str]:
-        if outcome.killed:
-            if outcome.killed == "cancelled":
-                return "cancelled", "cancelled: another candidate won or the run stopped"
-            return Flag.TIMEOUT, f"killed: {outcome.killed}"
-        code = outcome.exit_code
-        if code is None:
-            return Flag.CRASHED, "the sandbox process could not be reaped"
-        if code < 0:
-            return (
-                f"{Flag.CRASHED}:{_signal_name(code)}",
-                f"the process died of {_signal_name(code)}",
-            )
-        if code == 70:
-            return Flag.CRASHED, f"the harness failed: {outcome.stderr_tail[-400:]}"
-        return f"{Flag.EXIT_CALLED}:{code}", f"the process exited with code {code} before finishing"
-
-    if outcome.infra_error:
-        result.reason = outcome.infra_error
-        result.flags = [Flag.CRASHED]
-        return result
-    if load_error is not None:
-        result.flags = [load_error["flag"]] + op_flags
-        result.reason = load_error_reason(load_error["error_type"], load_error["error_msg"])
-        result.tests = len(cases)  # none of them could run: each counts as not passed
-        result.status = (
-            Status.REJECTED if any(flag_name(f) in REJECT_FLAGS for f in op_flags) else Status.ERROR
-        )
-        return result
-    fault = None if state.done else _fault()
-    if fault is not None and state.loaded_at is None:
-        result.flags = [fault[0]] + op_flags
-        where = "while importing the kernel" if state.events else "while preparing the tests"
-        result.reason = f"{fault[1]} {where}"
-        result.tests = len(cases)
-        result.status = (
-            Status.REJECTED if any(flag_name(f) in REJECT_FLAGS for f in op_flags) else Status.ERROR
-        )
-        return result
-    for i, case in enumerate(cases):
-        if i in tests:
-            continue
-        if fault is not None and i == state.current_test:
-            tests[i] = TestResult(
-                args=case.serialize(),
-                passed=False,
-                error_type="Fault",
-                error_msg=fault[1],
-                flags=[fault[0]],
-            )
-        else:
-            tests[i] = TestResult(
-                args=case.serialize(),
-                passed=False,
-                error_type="NotRun",
-                error_msg="not run: the sandbox ended before this test",
-            )
-    ordered = [tests[i] for i in range(len(cases))]
-    for case, t in zip(cases, ordered, strict=True):
-        if getattr(case, "hidden", False):
-            t.hidden = True
-            if not t.passed and not t.skipped and Flag.HIDDEN_CASE not in t.flags:
-                t.flags.append(Flag.HIDDEN_CASE)
-    result.results = ordered
-    ran = [t for t in ordered if not t.skipped]
-    result.tests = len(ran)
-    result.skipped_tests = len(ordered) - len(ran)
-    result.passed = sum(1 for t in ran if t.passed)
-    result.hidden_tests = sum(1 for t in ran if t.hidden)
-    result.hidden_passed = sum(1 for t in ran if t.hidden and t.passed)
-    flags = list(op_flags)
-    for t in ordered:
-        flags += [f for f in t.flags if f not in flags and flag_name(f) != Flag.SKIPPED_SIZE]
-    if fault is not None and fault[0] not in flags:
-        flags.append(fault[0])
-    result.flags = flags
-    names = {flag_name(f) for f in flags}
-    first_bad = next((t for t in ran if not t.passed), None)
-    if names & REJECT_FLAGS:
-        result.status = Status.REJECTED
-        bad = [f for f in flags if flag_name(f) in REJECT_FLAGS]
-        detail = first_bad.error_msg if first_bad and first_bad.error_msg else ""
-        keep = detail and not detail.startswith("flags:")
-        result.reason = f"rejected: {', '.join(bad)}" + (f"; {detail}" if keep else "")
-    elif names & ERROR_FLAGS or (fault is not None and fault[0] != "cancelled"):
-        result.status = Status.ERROR
-        result.reason = (first_bad.error_msg if first_bad and first_bad.error_msg else "") or (
-            fault[1] if fault else ""
-        )
-        if first_bad and first_bad.error_type and first_bad.error_type not in ("Fault", "NotRun"):
-            result.reason = f"{first_bad.error_type}: {result.reason}"
-    elif fault is not None:
-        result.status = Status.ERROR
-        result.reason = fault[1]
-    elif not ran:
-        result.status = Status.SKIPPED
-        result.reason = ordered[0].error_msg if ordered else "no test cases"
-    elif first_bad is None:
-        result.status = Status.PASSED
-        speeds = [t.speedup for t in ran if t.speedup is not None]
-        result.geomean_speedup = geomean(speeds) if speeds and len(speeds) == len(ran) else None
-        vs_compile = [t.speedup_vs_compile for t in ran if t.speedup_vs_compile is not None]
-        result.geomean_speedup_vs_compile = geomean(vs_compile) if vs_compile else None
-        result.reason = ""
-    else:
-        result.status = Status.FAILED
-        where = "hidden case " if first_bad.hidden else ""
-        result.reason = f"{result.tests - result.passed} of {result.tests} tests failed; first: {where}{first_bad.args}: {first_bad.error_msg}"
-    if result.status is not Status.PASSED and Flag.INTERPRETER_BF16 in names:
-        result.reason += " (bf16 cases in Triton's CPU interpreter are unreliable: verify on a GPU)"
-    return result

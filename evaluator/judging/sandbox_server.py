@@ -58,7 +58,7 @@ def serve() -> None:
     import evaluator.containment.confine  # noqa: F401
     import evaluator.containment.watch  # noqa: F401
     import evaluator.judge.timing  # noqa: F401
-    import evaluator.judge.verifier  # noqa: F401
+    import evaluator.judge.verifier  # noqa: F401 - and with it every evaluator.judge module it uses
 
     try:
         import pyseccomp  # noqa: F401 - loading libseccomp costs a child 20 ms

@@ -184,7 +184,7 @@ def test_sandbox_child_imports_only_torch_triton_numpy_stdlib_and_evaluator() ->
 def test_a_verdict_lost_to_gpu_memory_is_recognised_for_a_rerun_alone() -> None:
     """Sandboxes share the GPU's memory; a crash or failure that says the memory ran out is run
     again alone (Sandbox.judge on CUDA); other failures and passes are not."""
-    from evaluator.judging.sandbox import ran_out_of_gpu_memory
+    from evaluator.judging.verdict import ran_out_of_gpu_memory
     from evaluator.results import OperatorResult, TestResult
 
     crashed = OperatorResult(

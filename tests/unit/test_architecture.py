@@ -154,3 +154,50 @@ def test_only_judging_imports_the_evaluators_entry_points() -> None:
         if path.is_relative_to(ROOT / "agent") and path != judging:
             hits = [n for n in names if n.startswith(JUDGING_ENTRY)]
             assert not hits, f"{path.relative_to(ROOT)} imports {hits}: go through agent.judging"
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The evaluator modules `path` imports when it runs (blocks under `if TYPE_CHECKING:` left out)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            return
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {n for n in names if n.startswith("evaluator.")}
+
+
+def test_the_runner_reaches_none_of_the_verifiers_own_modules() -> None:
+    """The runner (the kernel's process) imports what calls the kernel under the guards, never,
+    even through another module, what holds the results key, the references or the checks. (The
+    forked runner inherits the verifier's loaded modules; this checks which code it can call.)"""
+    verifier_only = {
+        "evaluator.judge.verifier",
+        "evaluator.judge.results_file",
+        "evaluator.judge.references",
+        "evaluator.judge.case_checks",
+        "evaluator.judge.timed_check",
+    }
+    seen: set[str] = set()
+    todo = ["evaluator.judge.runner"]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = ROOT / (module.replace(".", "/") + ".py")
+        if not path.exists():
+            path = path.with_suffix("") / "__init__.py"
+        if not path.exists():  # a name inside a module: its module is imported too
+            todo.append(module.rpartition(".")[0])
+            continue
+        todo += sorted(_runtime_imports(path))
+    assert not seen & verifier_only, sorted(seen & verifier_only)
+    assert "evaluator.judge.calling" in seen

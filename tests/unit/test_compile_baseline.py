@@ -15,7 +15,8 @@ from layout import FIXTURES
 from agent.speed_timing import case_rows, timing_text
 from evaluator.cases.testcase import parse_case
 from evaluator.config import EvalConfig, TimingConfig
-from evaluator.judging.sandbox import JobState, Outcome, assemble
+from evaluator.judging.job_log import JobState
+from evaluator.judging.verdict import Outcome, assemble
 from evaluator.results import OperatorResult, Status, TestResult
 
 ROOT = Path(__file__).resolve().parents[2]

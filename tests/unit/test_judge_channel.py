@@ -15,8 +15,8 @@ import torch
 from evaluator.judge import channel
 from evaluator.judge.channel import ChannelError, Foreign
 from evaluator.judge.outputs import clean_flags, decode_reply, output_flags
-from evaluator.judge.verifier import ResultWriter
-from evaluator.judging.sandbox import JobState
+from evaluator.judge.results_file import ResultWriter
+from evaluator.judging.job_log import JobState
 
 
 def _roundtrip(value):
