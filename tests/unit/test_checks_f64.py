@@ -90,3 +90,50 @@ def test_the_exact_result_widens_only_16_bit_floats_and_follows_tuples() -> None
     assert not compare(
         ours16, eager16, _strict(), exact=torch.ones(3, dtype=torch.float64)
     ).ok  # shape differs
+
+
+class _MmJudge:
+    """What `case_checks.matches_eager` reads of the verifier: its config, the op, a sync."""
+
+    def __init__(self, profile: str = "strict") -> None:
+        from evaluator.config import CorrectnessConfig
+
+        self.cfg = type("Cfg", (), {"correctness": CorrectnessConfig(tolerance_profile=profile)})()
+        self.packet = torch.ops.aten.mm.default
+
+    def sync(self) -> None:
+        pass
+
+
+def _bf16_mm_inputs(k: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(16, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(k, 16, generator=g).to(torch.bfloat16)
+    return a, b
+
+
+def test_a_kernel_that_sums_in_bf16_is_not_saved_by_the_float64_rule() -> None:
+    # the attacker's reading: "within twice eager's error of float64" - but eager here sums in
+    # fp32, so its error is one bf16 rounding, and a bf16 running sum is far beyond that
+    from evaluator.judge.case_checks import matches_eager
+
+    a, b = _bf16_mm_inputs()
+    eager = torch.mm(a, b)
+    acc = torch.zeros(16, 16, dtype=torch.bfloat16)
+    for k in range(0, a.shape[1], 64):
+        acc = acc + torch.mm(a[:, k : k + 64].float(), b[k : k + 64].float()).to(torch.bfloat16)
+    cmp = matches_eager(_MmJudge(), acc, eager, (a, b), {})
+    assert not cmp.ok
+
+
+def test_the_float64_rule_passes_the_exact_result_and_is_off_under_backendbench() -> None:
+    from evaluator.judge.case_checks import matches_eager
+    from evaluator.results import Flag
+
+    a, b = _bf16_mm_inputs()
+    exact = torch.mm(a.double(), b.double()).to(torch.bfloat16)
+    # eager perturbed by 3% where the values are large: the rounding error a bf16 reduction makes
+    eager = (exact.float() * torch.where(exact.float().abs() > 40, 1.03, 1.0)).to(torch.bfloat16)
+    strict = matches_eager(_MmJudge(), exact, eager, (a, b), {})
+    assert strict.ok and Flag.WITHIN_EAGER_ERROR in strict.flags
+    assert not matches_eager(_MmJudge("backendbench"), exact, eager, (a, b), {}).ok
