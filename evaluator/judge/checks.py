@@ -279,11 +279,7 @@ def tensor_leaves(value: Any) -> list[torch.Tensor]:
 
 
 def _float_leaves(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value] if value.is_floating_point() else []
-    if isinstance(value, list | tuple):
-        return [t for v in value for t in _float_leaves(v)]
-    return []
+    return [t for t in tensor_leaves(value) if t.is_floating_point()]
 
 
 def widen_to_f64(value: Any) -> Any:
